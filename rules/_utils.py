@@ -1,0 +1,91 @@
+"""Helpers shared by every rule family: matrix transposes, triangles, input checks.
+
+Everything here works on batch-leading arrays ``(..., m, n)``.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+__all__: list[str] = []
+
+# Backward passes ask for full precision so that TF32/bf16 matmuls on accelerators cannot
+# quietly spoil a derivative (as jax/_src/lax/linalg.py does in its JVP rules).
+HIGHEST = lax.Precision.HIGHEST
+
+LINALG_DTYPES = (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
+
+
+def mm(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Batched matrix product at full precision."""
+    return jnp.matmul(a, b, precision=HIGHEST)
+
+
+def T(x: jax.Array) -> jax.Array:
+    """Transpose of the last two axes."""
+    return jnp.swapaxes(x, -1, -2)
+
+
+def H(x: jax.Array) -> jax.Array:
+    """Conjugate transpose of the last two axes (a plain transpose for real dtypes)."""
+    return conj(jnp.swapaxes(x, -1, -2))
+
+
+def conj(x: jax.Array) -> jax.Array:
+    """Complex conjugate that adds no operation for real dtypes."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def tril(x: jax.Array, k: int = 0) -> jax.Array:
+    return jnp.tril(x, k)
+
+
+def triu(x: jax.Array, k: int = 0) -> jax.Array:
+    return jnp.triu(x, k)
+
+
+def real_diag(x: jax.Array) -> jax.Array:
+    """``diag(Re x)`` as a matrix of ``x``'s dtype: the diagonal part of ``x``, real part only."""
+    d = jnp.diagonal(x, axis1=-2, axis2=-1)
+    d = d.real.astype(x.dtype) if jnp.iscomplexobj(x) else d
+    return d[..., :, None] * jnp.eye(x.shape[-1], dtype=x.dtype)
+
+
+def copyltu(m: jax.Array) -> jax.Array:
+    """``tril(M, -1) + tril(M, -1)ᴴ + Re diag(M)``: mirror the strict lower triangle upwards.
+
+    The Hermitian matrix whose lower triangle is ``M``'s (real diagonal for complex ``M``).
+    """
+    low = tril(m, -1)
+    return low + H(low) + real_diag(m)
+
+
+def eye_like(x: jax.Array, n: int | None = None) -> jax.Array:
+    n = x.shape[-1] if n is None else n
+    return jnp.eye(n, dtype=x.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# Input checks. They run once, at trace time, in the public function, and name the function, the
+# argument, what was expected and what was given.
+
+
+def check_array(fname: str, argname: str, x, *, dtypes=LINALG_DTYPES) -> None:
+    """Raise ``TypeError`` unless ``x`` is an array of one of ``dtypes``."""
+    if not isinstance(x, (jax.Array, np.ndarray)):
+        raise TypeError(f"{fname}: `{argname}` must be a JAX or NumPy array; got {type(x).__name__}.")
+    if not any(x.dtype == jnp.dtype(d) for d in dtypes):
+        names = ", ".join(jnp.dtype(d).name for d in dtypes)
+        raise TypeError(f"{fname}: `{argname}` must have dtype {names}; got {x.dtype}.")
+
+
+def check_matrix(fname: str, argname: str, x, *, square: bool = False, dtypes=LINALG_DTYPES) -> None:
+    """Check that ``x`` is a (batch of) matrices ``(..., m, n)``, square if asked."""
+    check_array(fname, argname, x, dtypes=dtypes)
+    expected = "(..., n, n)" if square else "(..., m, n)"
+    if x.ndim < 2:
+        raise ValueError(f"{fname}: `{argname}` must have shape {expected}; got {tuple(x.shape)}.")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"{fname}: `{argname}` must have shape {expected} (square); got {tuple(x.shape)}.")
