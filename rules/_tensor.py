@@ -1,0 +1,339 @@
+r"""Batched ("parallel") tensor products with explicit pullbacks (math.md §4).
+
+A tensor is an array ``(..., m, n)`` with any number of leading batch axes; a matrix operand
+without batch axes is shared by every slice. All five products are one contraction,
+``C = op(X) op(Y)`` with ``op`` the identity or the transpose of the last two axes, and so are
+their cotangents:
+
+.. math::
+    \bar X = \begin{cases} \bar C\, \mathrm{op}(Y)^T & \text{no transpose} \\
+                           \mathrm{op}(Y)\, \bar C^T & \text{transposed} \end{cases}, \qquad
+    \bar Y = \begin{cases} \mathrm{op}(X)^T \bar C & \text{no transpose} \\
+                           \bar C^T \mathrm{op}(X) & \text{transposed} \end{cases}
+
+The cotangent of a shared matrix additionally contracts over the batch axes, in the same single
+``dot_general`` (never a per-slice stack that is then summed). Each cotangent costs one product
+of the forward's size: the pullback is twice the forward's flops. The products are bilinear and
+holomorphic, so complex inputs use plain transposes (JAX's convention).
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ._rrule import register_frule
+from ._structured import AbstractPacked
+from ._utils import HIGHEST, T, check_matrix
+
+__all__ = ["tensor_tensor_mul", "tensor_transpose_tensor_mul", "mat_tensor_mul", "tensor_mat_mul",
+           "tensor_transpose_mat_mul", "tensor_transpose"]
+
+
+# ==============================================================================================
+# The one contraction
+
+
+def batched_product(x, y, tx: bool, ty: bool, *, sum_batch: bool = False, precision=None):
+    """``op(X) @ op(Y)`` for tensors or shared matrices, by one ``lax.dot_general``.
+
+    ``x`` and ``y`` have shapes ``(..., r, c)`` or ``(r, c)``; ``tx``/``ty`` transpose their last two
+    axes. If both have batch axes (the same ones) and ``sum_batch`` is set, the batch axes are
+    contracted too: the result is ``Σ_b op(X_b) op(Y_b)``, shape ``(m, n)``.
+    """
+    nx, ny = x.ndim - 2, y.ndim - 2
+    cx = x.ndim - 2 if tx else x.ndim - 1
+    cy = y.ndim - 1 if ty else y.ndim - 2
+    if nx and ny:
+        batch = (tuple(range(nx)), tuple(range(ny)))
+        if sum_batch:
+            dims = ((batch[0] + (cx,), batch[1] + (cy,)), ((), ()))
+        else:
+            dims = (((cx,), (cy,)), batch)
+        return lax.dot_general(x, y, dims, precision=precision)
+    out = lax.dot_general(x, y, (((cx,), (cy,)), ((), ())), precision=precision)
+    # A shared left operand puts its free axis first: (m, ..., n) -> (..., m, n).
+    return jnp.moveaxis(out, 0, -2) if ny else out
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _product(x, y, tx, ty):
+    return batched_product(x, y, tx, ty)
+
+
+def _product_fwd(x, y, tx, ty):
+    return batched_product(x, y, tx, ty), (x, y)
+
+
+def product_pullback(x, y, tx: bool, ty: bool, c_bar):
+    """Cotangents ``(X̄, Ȳ)`` of ``C = op(X) op(Y)`` (module docstring); shared ones summed over the batch."""
+    batched = c_bar.ndim > 2
+    sum_x, sum_y = batched and x.ndim == 2, batched and y.ndim == 2
+    if tx:
+        x_bar = batched_product(y, c_bar, ty, True, sum_batch=sum_x, precision=HIGHEST)
+    else:
+        x_bar = batched_product(c_bar, y, False, not ty, sum_batch=sum_x, precision=HIGHEST)
+    if ty:
+        y_bar = batched_product(c_bar, x, True, tx, sum_batch=sum_y, precision=HIGHEST)
+    else:
+        y_bar = batched_product(x, c_bar, not tx, False, sum_batch=sum_y, precision=HIGHEST)
+    return x_bar, y_bar
+
+
+def _product_bwd(tx, ty, res, c_bar):
+    x, y = res
+    return product_pullback(x, y, tx, ty, c_bar)
+
+
+_product.defvjp(_product_fwd, _product_bwd)
+
+
+def product_pushforward(x, y, tx: bool, ty: bool, x_dot, y_dot):
+    """``(C, Ċ)`` with ``Ċ = op(Ẋ) op(Y) + op(X) op(Ẏ)``."""
+    return (batched_product(x, y, tx, ty),
+            batched_product(x_dot, y, tx, ty) + batched_product(x, y_dot, tx, ty))
+
+
+# ==============================================================================================
+# Input checks shared by the five products
+
+# name: operand names, their expected shapes, whether the first operand is transposed, and the
+# position of the shared matrix operand (None: both are tensors with the same batch axes).
+_SPECS = {
+    "tensor_tensor_mul": (("a", "b"), ("(..., m, k)", "(..., k, n)"), False, None),
+    "tensor_transpose_tensor_mul": (("a", "b"), ("(..., k, m)", "(..., k, n)"), True, None),
+    "mat_tensor_mul": (("w", "a"), ("(m, k)", "(..., k, n)"), False, 0),
+    "tensor_mat_mul": (("a", "w"), ("(..., m, k)", "(k, n)"), False, 1),
+    "tensor_transpose_mat_mul": (("a", "w"), ("(..., k, m)", "(k, n)"), True, 1),
+}
+
+
+def _prepare(fname, x, y):
+    """Check both operands of ``fname`` at trace time; densify a packed matrix; promote dtypes."""
+    names, shapes, tx, shared = _SPECS[fname]
+    operands = []
+    for i, (name, v) in enumerate(zip(names, (x, y))):
+        if i == shared and isinstance(v, AbstractPacked):
+            v = v.dense()
+        check_matrix(fname, name, v)
+        if i == shared and v.ndim != 2:
+            raise ValueError(f"{fname}: `{name}` must be a matrix of shape {shapes[i]} without batch "
+                             f"axes (it is shared by every slice); got {tuple(v.shape)}.")
+        operands.append(v)
+    x, y = operands
+    kx = x.shape[-2] if tx else x.shape[-1]
+    batch_mismatch = shared is None and x.shape[:-2] != y.shape[:-2]
+    if kx != y.shape[-2] or batch_mismatch:
+        raise ValueError(f"{fname}: `{names[0]}` of shape {tuple(x.shape)} and `{names[1]}` of shape "
+                         f"{tuple(y.shape)} do not match; expected {shapes[0]} and {shapes[1]}.")
+    dtype = jnp.result_type(x, y)
+    return x.astype(dtype), y.astype(dtype), tx
+
+
+def _register_pushforward(fn):
+    @register_frule(fn)
+    def pushforward(primals, tangents):
+        (x, y), (x_dot, y_dot) = primals, tangents
+        x, y, tx = _prepare(fn.__name__, x, y)
+        x_dot, y_dot, _ = _prepare(fn.__name__, x_dot, y_dot)
+        return product_pushforward(x, y, tx, False, x_dot, y_dot)
+
+    return fn
+
+
+# ==============================================================================================
+# The public products
+
+
+@_register_pushforward
+def tensor_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
+    r"""Slice-wise product of two tensors, ``C_b = A_b B_b``.
+
+    .. math:: C_b = A_b B_b, \qquad \bar A_b = \bar C_b B_b^T, \qquad \bar B_b = A_b^T \bar C_b
+
+    Args:
+      a: shape ``(..., m, k)``.
+      b: shape ``(..., k, n)``, the same batch axes as ``a``.
+
+    Returns:
+      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+
+    Raises:
+      TypeError: an operand is not a float/complex array.
+      ValueError: the shapes do not match (the message names both).
+
+    Examples:
+      >>> import jax.numpy as jnp, rules
+      >>> a = jnp.arange(12, dtype=jnp.float32).reshape(2, 2, 3)
+      >>> rules.tensor_tensor_mul(a, jnp.ones((2, 3, 1), jnp.float32))[:, :, 0]
+      Array([[ 3., 12.],
+             [21., 30.]], dtype=float32)
+    """
+    return _product(*_prepare("tensor_tensor_mul", a, b), False)
+
+
+@_register_pushforward
+def tensor_transpose_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
+    r"""Slice-wise product with the first tensor transposed, ``C_b = A_bᵀ B_b``.
+
+    .. math:: C_b = A_b^T B_b, \qquad \bar A_b = B_b \bar C_b^T, \qquad \bar B_b = A_b \bar C_b
+
+    Args:
+      a: shape ``(..., k, m)``.
+      b: shape ``(..., k, n)``, the same batch axes as ``a``.
+
+    Returns:
+      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+
+    Raises:
+      TypeError: an operand is not a float/complex array.
+      ValueError: the shapes do not match (the message names both).
+
+    Examples:
+      >>> import jax.numpy as jnp, rules
+      >>> a = jnp.arange(12.0).reshape(2, 3, 2)
+      >>> rules.tensor_transpose_tensor_mul(a, a).shape  # a batch of 2 Gram matrices
+      (2, 2, 2)
+    """
+    return _product(*_prepare("tensor_transpose_tensor_mul", a, b), False)
+
+
+@_register_pushforward
+def mat_tensor_mul(w, a: jax.Array) -> jax.Array:
+    r"""A shared matrix times every slice of a tensor, ``C_b = W A_b``.
+
+    .. math:: C_b = W A_b, \qquad \bar W = \sum_b \bar C_b A_b^T, \qquad \bar A_b = W^T \bar C_b
+
+    Args:
+      w: shape ``(m, k)``, an array or a packed matrix (:class:`rules.StrictlyLower`,
+        :class:`rules.StrictlyUpper`, :class:`rules.SkewSymmetric`, :class:`rules.Symmetric`), whose
+        cotangent is then packed with the exact-derivative convention.
+      a: shape ``(..., k, n)``.
+
+    Returns:
+      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+
+    Raises:
+      TypeError: an operand is not a float/complex array.
+      ValueError: ``w`` has batch axes, or the shapes do not match (the message names both).
+
+    Notes:
+      ``W̄`` is one contraction over the batch axes and ``n`` together.
+
+    Examples:
+      >>> import jax.numpy as jnp, rules
+      >>> w = rules.StrictlyLower(jnp.array([1.0], jnp.float32), 2)  # [[0, 0], [1, 0]]
+      >>> rules.mat_tensor_mul(w, jnp.array([[[2.0], [3.0]]], jnp.float32))
+      Array([[[0.],
+              [2.]]], dtype=float32)
+    """
+    return _product(*_prepare("mat_tensor_mul", w, a), False)
+
+
+@_register_pushforward
+def tensor_mat_mul(a: jax.Array, w) -> jax.Array:
+    r"""Every slice of a tensor times a shared matrix, ``C_b = A_b W``.
+
+    .. math:: C_b = A_b W, \qquad \bar A_b = \bar C_b W^T, \qquad \bar W = \sum_b A_b^T \bar C_b
+
+    Args:
+      a: shape ``(..., m, k)``.
+      w: shape ``(k, n)``, an array or a packed matrix (see :func:`mat_tensor_mul`).
+
+    Returns:
+      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+
+    Raises:
+      TypeError: an operand is not a float/complex array.
+      ValueError: ``w`` has batch axes, or the shapes do not match (the message names both).
+
+    Notes:
+      ``W̄`` is one GEMM: the batch axes and ``m`` are contracted together.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, rules
+      >>> a = jnp.ones((4, 2, 3), jnp.float32)
+      >>> jax.grad(lambda w: rules.tensor_mat_mul(a, w).sum())(jnp.eye(3, dtype=jnp.float32))  # Σ_b A_bᵀ 1
+      Array([[8., 8., 8.],
+             [8., 8., 8.],
+             [8., 8., 8.]], dtype=float32)
+    """
+    return _product(*_prepare("tensor_mat_mul", a, w), False)
+
+
+@_register_pushforward
+def tensor_transpose_mat_mul(a: jax.Array, w) -> jax.Array:
+    r"""Every transposed slice of a tensor times a shared matrix, ``C_b = A_bᵀ W``.
+
+    .. math:: C_b = A_b^T W, \qquad \bar A_b = W \bar C_b^T, \qquad \bar W = \sum_b A_b \bar C_b
+
+    Args:
+      a: shape ``(..., k, m)``.
+      w: shape ``(k, n)``, an array or a packed matrix (see :func:`mat_tensor_mul`).
+
+    Returns:
+      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+
+    Raises:
+      TypeError: an operand is not a float/complex array.
+      ValueError: ``w`` has batch axes, or the shapes do not match (the message names both).
+
+    Examples:
+      >>> import jax.numpy as jnp, rules
+      >>> rules.tensor_transpose_mat_mul(jnp.ones((5, 3, 2)), jnp.ones((3, 4))).shape
+      (5, 2, 4)
+    """
+    return _product(*_prepare("tensor_transpose_mat_mul", a, w), False)
+
+
+# ==============================================================================================
+# Slice-wise transpose
+
+
+def tensor_transpose(a: jax.Array) -> jax.Array:
+    r"""Transpose of every slice, ``C_b = A_bᵀ``.
+
+    .. math:: C_b = A_b^T, \qquad \bar A_b = \bar C_b^T
+
+    Args:
+      a: shape ``(..., m, n)``.
+
+    Returns:
+      ``C`` of shape ``(..., n, m)``.
+
+    Raises:
+      TypeError: ``a`` is not a float/complex array.
+      ValueError: ``a`` has fewer than two axes.
+
+    Examples:
+      >>> import jax.numpy as jnp, rules
+      >>> rules.tensor_transpose(jnp.zeros((7, 2, 3))).shape
+      (7, 3, 2)
+    """
+    check_matrix("tensor_transpose", "a", a)
+    return _transpose(a)
+
+
+@jax.custom_vjp
+def _transpose(a):
+    return T(a)
+
+
+def _transpose_fwd(a):
+    return T(a), None
+
+
+def _transpose_bwd(_, c_bar):
+    return (T(c_bar),)
+
+
+_transpose.defvjp(_transpose_fwd, _transpose_bwd)
+
+
+@register_frule(tensor_transpose)
+def _tensor_transpose_pushforward(primals, tangents):
+    (a,), (a_dot,) = primals, tangents
+    check_matrix("tensor_transpose", "a", a)
+    return T(a), T(a_dot)
