@@ -50,7 +50,7 @@ def real_diag(x: jax.Array) -> jax.Array:
     """``diag(Re x)`` as a matrix of ``x``'s dtype: the diagonal part of ``x``, real part only."""
     d = jnp.diagonal(x, axis1=-2, axis2=-1)
     d = d.real.astype(x.dtype) if jnp.iscomplexobj(x) else d
-    return d[..., :, None] * jnp.eye(x.shape[-1], dtype=x.dtype)
+    return d[..., :, None] * eye_like(x)
 
 
 def copyltu(m: jax.Array) -> jax.Array:
@@ -62,9 +62,12 @@ def copyltu(m: jax.Array) -> jax.Array:
     return low + H(low) + real_diag(m)
 
 
-def eye_like(x: jax.Array, n: int | None = None) -> jax.Array:
-    n = x.shape[-1] if n is None else n
-    return jnp.eye(n, dtype=x.dtype)
+def eye_like(x: jax.Array) -> jax.Array:
+    """Identity matrices of the shape and dtype of the square batch ``x``.
+
+    Broadcast explicitly, so that the library also runs with ``jax_numpy_rank_promotion="raise"``.
+    """
+    return jnp.broadcast_to(jnp.eye(x.shape[-1], dtype=x.dtype), x.shape)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,319 @@
+"""Tests of rules/_linalg.py: inv, qr, lq against finite differences and JAX's own autodiff."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rules
+from rules.testing import check_rrule
+
+
+def rand(shape, seed=0, dtype=jnp.float64):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        x = x + 1j * rng.standard_normal(shape)
+    return jnp.asarray(x, dtype)
+
+
+def well_conditioned(shape, seed=0, dtype=jnp.float64):
+    n = shape[-1]
+    return rand(shape, seed, dtype) + 2 * n ** 0.5 * jnp.broadcast_to(jnp.eye(n, dtype=dtype), shape)
+
+
+def rel_err(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300)
+
+
+def as_tuple(out):
+    return out if isinstance(out, jax.Array) else tuple(out)
+
+
+def gauge_fixed(q, r):
+    """Outputs in the unique gauge diag(R) > 0 (real positive for complex): a sign-invariant view."""
+    d = jnp.diagonal(r[..., : min(r.shape[-2:]), : min(r.shape[-2:])], axis1=-2, axis2=-1)
+    s = jax.lax.stop_gradient(jnp.where(d == 0, 1, d / jnp.abs(d)))
+    k = s.shape[-1]
+    q_fixed = q.at[..., :, :k].multiply(s[..., None, :])
+    return q_fixed, r.at[..., :k, :].multiply(jnp.conj(s)[..., :, None])
+
+
+def invariant_loss(qr_fn, mode, a, w1, w2):
+    """A smooth, sign-invariant scalar of the QR outputs (for comparisons with JAX and hessians)."""
+    out = qr_fn(a, mode=mode)
+    if mode == "r":
+        d = jnp.diagonal(out, axis1=-2, axis2=-1)
+        s = jax.lax.stop_gradient(jnp.where(d == 0, 1, d / jnp.abs(d)))
+        return jnp.sum(jnp.real(w2 * jnp.sin(out * jnp.conj(s)[..., :, None])))
+    q, r = gauge_fixed(*out)
+    if mode == "complete" and q.shape[-2] > r.shape[-1]:
+        n = r.shape[-1]  # the trailing columns' gauge is LAPACK's; compare them through Q₂Q₂ᴴ
+        q2 = q[..., :, n:]
+        extra = jnp.sum(jnp.real(jnp.cos(q2 @ jnp.conj(jnp.swapaxes(q2, -1, -2)))))
+        q = q[..., :, :n]
+        w1 = w1[..., :, :n]
+    else:
+        extra = 0.0
+    return jnp.sum(jnp.real(w1 * jnp.sin(q))) + jnp.sum(jnp.real(w2 * r**2)) + extra
+
+
+# ----------------------------------------------------------------------------------------------
+# inv
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (2, 3, 4, 4)])
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
+def test_inv_finite_differences(shape, dtype):
+    check_rrule(rules.inv, well_conditioned(shape, 1, dtype))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
+def test_inv_matches_jax_vjp(dtype):
+    a = well_conditioned((2, 5, 5), 2, dtype)
+    b_bar = rand((2, 5, 5), 3, dtype)
+    ours = jax.vjp(rules.inv, a)[1](b_bar)[0]
+    ref = jax.vjp(jnp.linalg.inv, a)[1](b_bar)[0]
+    assert rel_err(ours, ref) < 1e-12
+
+
+def test_inv_jit_vmap_hessian():
+    a = well_conditioned((3, 3), 4)
+    w = rand((3, 3), 5)
+
+    def loss(inv_fn, a):
+        return jnp.sum(w * jnp.tanh(inv_fn(a)))
+
+    np.testing.assert_allclose(jax.jit(rules.inv)(a), jnp.linalg.inv(a), rtol=1e-12)
+    stack = jnp.stack([a, 2 * a])
+    np.testing.assert_allclose(jax.vmap(rules.inv)(stack), jnp.linalg.inv(stack), rtol=1e-12)
+    h_ours = jax.jit(jax.hessian(functools.partial(loss, rules.inv)))(a)
+    h_ref = jax.jit(jax.hessian(functools.partial(loss, jnp.linalg.inv)))(a)
+    assert rel_err(h_ours, h_ref) < 1e-10
+    g_vmap = jax.jit(jax.vmap(jax.grad(functools.partial(loss, rules.inv))))(stack)
+    g_ref = jax.jit(jax.vmap(jax.grad(functools.partial(loss, jnp.linalg.inv))))(stack)
+    assert rel_err(g_vmap, g_ref) < 1e-12
+
+
+def test_inv_float32():
+    a = well_conditioned((4, 4), 6)
+    b_bar = rand((4, 4), 7)
+    g32 = jax.vjp(rules.inv, a.astype(jnp.float32))[1](b_bar.astype(jnp.float32))[0]
+    g64 = jax.vjp(rules.inv, a)[1](b_bar)[0]
+    assert g32.dtype == jnp.float32
+    assert rel_err(g32, g64) < 1e-5
+
+
+def test_inv_singular_propagates_like_jax():
+    for a in [jnp.zeros((3, 3)), jnp.ones((2, 4, 4)), jnp.array([[1.0, 2.0], [2.0, 4.0]])]:
+        ours, ref = jax.jit(rules.inv)(a), jax.jit(jnp.linalg.inv)(a)
+        np.testing.assert_array_equal(np.isfinite(ours), np.isfinite(ref))
+        assert not np.all(np.isfinite(ours))
+        g = jax.jit(jax.grad(lambda a: jnp.sum(rules.inv(a))))(a)
+        assert not np.all(np.isfinite(g))
+
+
+# ----------------------------------------------------------------------------------------------
+# qr
+
+QR_SHAPES = [(1, 1), (5, 3), (4, 4), (3, 5), (2, 3, 4, 3)]
+
+
+@pytest.mark.parametrize("shape", QR_SHAPES)
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr_finite_differences(shape, mode):
+    check_rrule(rules.qr, rand(shape, 8), fkwargs={"mode": mode})
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_qr_complex_finite_differences(shape, mode):
+    check_rrule(rules.qr, rand(shape, 9, jnp.complex128), fkwargs={"mode": mode})
+
+
+@pytest.mark.parametrize("shape,dtype", [(s, jnp.float64) for s in QR_SHAPES + [(2, 2, 6)]]
+                         + [(s, jnp.complex128) for s in [(5, 3), (3, 5), (2, 3, 4, 3)]])
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr_matches_jax_vjp_on_invariant_loss(shape, mode, dtype):
+    a = rand(shape, 10, dtype)
+    ref_shapes = jax.eval_shape(lambda a: as_tuple(jnp.linalg.qr(a, mode=mode)), a)
+    q_shape = ref_shapes.shape if mode == "r" else ref_shapes[0].shape
+    r_shape = ref_shapes.shape if mode == "r" else ref_shapes[1].shape
+    w1, w2 = rand(q_shape, 11, dtype), rand(r_shape, 12, dtype)
+    grad = jax.jit(jax.grad(invariant_loss, argnums=2), static_argnums=(0, 1))
+    assert rel_err(grad(rules.qr, mode, a, w1, w2), grad(jnp.linalg.qr, mode, a, w1, w2)) < 1e-10
+
+
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr_outputs_equal_jnp(mode):
+    a = rand((2, 6, 4), 13)
+    ours, ref = rules.qr(a, mode=mode), jnp.linalg.qr(a, mode=mode)
+    for x, y in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5)])
+def test_qr_jit_vmap_hessian(shape):
+    a = rand(shape, 14)
+    w1, w2 = rand(jnp.linalg.qr(a)[0].shape, 15), rand(jnp.linalg.qr(a)[1].shape, 16)
+    loss_ours = functools.partial(invariant_loss, rules.qr, "reduced")
+    loss_ref = functools.partial(invariant_loss, jnp.linalg.qr, "reduced")
+    h_ours = jax.jit(jax.hessian(loss_ours))(a, w1, w2)
+    h_ref = jax.jit(jax.hessian(loss_ref))(a, w1, w2)
+    assert rel_err(h_ours, h_ref) < 1e-9
+    stack = jnp.stack([a, a + 0.1 * rand(shape, 17)])
+    g = jax.jit(jax.vmap(jax.grad(loss_ours), in_axes=(0, None, None)))(stack, w1, w2)
+    g_ref = jax.jit(jax.vmap(jax.grad(loss_ref), in_axes=(0, None, None)))(stack, w1, w2)
+    assert rel_err(g, g_ref) < 1e-10
+
+
+def test_qr_float32():
+    a = rand((6, 4), 18)
+    w1, w2 = rand((6, 4), 19), rand((4, 4), 20)
+    grad = jax.jit(jax.grad(invariant_loss, argnums=2), static_argnums=(0, 1))
+    g64 = grad(rules.qr, "reduced", a, w1, w2)
+    g32 = grad(rules.qr, "reduced", a.astype(jnp.float32),
+                                              w1.astype(jnp.float32), w2.astype(jnp.float32))
+    assert g32.dtype == jnp.float32
+    assert rel_err(g32, g64) < 1e-4
+
+
+@settings(max_examples=8, deadline=None)
+@given(batch=st.lists(st.integers(1, 2), max_size=2), m=st.integers(1, 5), n=st.integers(1, 5),
+       mode=st.sampled_from(["reduced", "complete", "r"]), seed=st.integers(0, 2**16))
+def test_qr_property_based_shapes(batch, m, n, mode, seed):
+    shape = (*batch, m, n)
+    a = rand(shape, seed)
+    out_shapes = jax.eval_shape(lambda a: as_tuple(jnp.linalg.qr(a, mode=mode)), a)
+    cts = jax.tree_util.tree_map(lambda y: rand(y.shape, seed + 1), out_shapes)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def value_and_pullback(fn, a, cts):
+        out, pullback = jax.vjp(lambda a: as_tuple(fn(a, mode=mode)), a)
+        return out, pullback(cts)[0]
+
+    (out, ours), (ref, theirs) = value_and_pullback(rules.qr, a, cts), value_and_pullback(
+        jnp.linalg.qr, a, cts)
+    for x, y in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(ref)):
+        assert x.shape == y.shape
+    assert rel_err(ours, theirs) < 1e-9
+
+
+# ----------------------------------------------------------------------------------------------
+# lq
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (4, 4), (5, 3), (2, 3, 2, 4)])
+def test_lq_finite_differences(shape):
+    check_rrule(rules.lq, rand(shape, 21))
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3)])
+def test_lq_complex_finite_differences(shape):
+    check_rrule(rules.lq, rand(shape, 22, jnp.complex128))
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (2, 4, 4)])
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
+def test_lq_is_transposed_qr(shape, dtype):
+    a = rand(shape, 23, dtype)
+    l, q = rules.lq(a)
+    np.testing.assert_allclose(l @ q, a, atol=1e-12)
+    np.testing.assert_allclose(jnp.triu(l, 1), 0, atol=1e-14)
+    # Its gradient equals JAX's autodiff of the same construction through jnp.linalg.qr.
+
+    def lq_ref(a):
+        q_t, r_t = jnp.linalg.qr(jnp.conj(jnp.swapaxes(a, -1, -2)))
+        return jnp.conj(jnp.swapaxes(r_t, -1, -2)), jnp.conj(jnp.swapaxes(q_t, -1, -2))
+
+    def loss(fn, a):
+        l, q = fn(a)
+        d = jnp.diagonal(l[..., : l.shape[-1], :], axis1=-2, axis2=-1)
+        s = jax.lax.stop_gradient(d / jnp.abs(d))
+        return jnp.sum(jnp.real(jnp.sin(l * jnp.conj(s)[..., None, :]))) + jnp.sum(
+            jnp.real(jnp.cos(q * s[..., :, None])))
+
+    assert rel_err(jax.jit(jax.grad(functools.partial(loss, rules.lq)))(a),
+                   jax.jit(jax.grad(functools.partial(loss, lq_ref)))(a)) < 1e-10
+
+
+def test_lq_jit_vmap_hessian_float32():
+    a = rand((3, 5), 24)
+
+    def loss(a):
+        l, q = rules.lq(a)
+        return jnp.sum(l**2) + jnp.sum(jnp.sin(q * jnp.sign(jnp.diagonal(l))[:, None]))
+
+    g = jax.jit(jax.grad(loss))(a)
+    stack = jnp.stack([a, 2 * a])
+    np.testing.assert_allclose(jax.jit(jax.vmap(jax.grad(loss)))(stack)[0], g, rtol=1e-12)
+    h = jax.jit(jax.hessian(loss))(a)
+    assert h.shape == (3, 5, 3, 5) and np.all(np.isfinite(h))
+    np.testing.assert_allclose(h, jnp.swapaxes(jnp.swapaxes(h, 0, 2), 1, 3), atol=1e-8)
+    g32 = jax.jit(jax.grad(loss))(a.astype(jnp.float32))
+    assert g32.dtype == jnp.float32 and rel_err(g32, g) < 1e-4
+
+
+# ----------------------------------------------------------------------------------------------
+# Forward mode through the registry
+
+
+@pytest.mark.parametrize("fn,arg,kwargs", [
+    (rules.inv, well_conditioned((2, 3, 3), 25), {}),
+    (rules.qr, rand((5, 3), 26), {"mode": "complete"}),
+    (rules.qr, rand((3, 5), 27, jnp.complex128), {}),
+    (rules.lq, rand((3, 5), 28), {}),
+])
+def test_frule_matches_jax_jvp(fn, arg, kwargs):
+    t = rand(arg.shape, 29, arg.dtype)
+    out, out_dot = rules.frule(fn, (arg,), (t,), **kwargs)
+    if fn is rules.lq:
+        def ref(a):
+            q_t, r_t = jnp.linalg.qr(jnp.swapaxes(a, -1, -2))
+            return jnp.swapaxes(r_t, -1, -2), jnp.swapaxes(q_t, -1, -2)
+    else:
+        ref = {rules.inv: jnp.linalg.inv,
+               rules.qr: lambda a: as_tuple(jnp.linalg.qr(a, **kwargs))}[fn]
+    ref_out, ref_dot = jax.jvp(ref, (arg,), (t,))
+    for x, y in zip(jax.tree_util.tree_leaves(out_dot), jax.tree_util.tree_leaves(ref_dot)):
+        assert rel_err(x, y) < 1e-11
+
+
+def test_jvp_of_rule_raises_and_points_to_frule():
+    with pytest.raises(TypeError, match="custom_vjp"):
+        jax.jvp(rules.inv, (jnp.eye(2),), (jnp.eye(2),))
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input: clear errors at trace time
+
+
+@pytest.mark.parametrize("fn", [rules.inv, rules.qr, rules.lq])
+def test_bad_input(fn):
+    name = fn.__name__
+    with pytest.raises(TypeError, match=f"{name}: `a` must be a JAX or NumPy array; got list"):
+        fn([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(ValueError, match=rf"{name}: `a` must have shape \(\.\.\., \w, n\); got \(3,\)"):
+        fn(jnp.ones(3))
+    with pytest.raises(TypeError, match=f"{name}: `a` must have dtype .*; got int32"):
+        fn(jnp.ones((2, 2), jnp.int32))
+    with pytest.raises(TypeError, match="got bool"):
+        fn(jnp.ones((2, 2), bool))
+    with pytest.raises(TypeError, match="got float16"):
+        fn(jnp.ones((2, 2), jnp.float16))
+    with pytest.raises(ValueError, match=r"must have shape"):
+        jax.jit(fn)(jnp.ones(3))  # raised while tracing, under jit too
+
+
+def test_inv_needs_square():
+    with pytest.raises(ValueError, match=r"inv: `a` must have shape \(\.\.\., n, n\) \(square\); got \(2, 3, 4\)"):
+        rules.inv(jnp.ones((2, 3, 4)))
+
+
+def test_qr_unknown_mode():
+    with pytest.raises(ValueError, match="qr: `mode` must be one of 'reduced', 'complete', 'r'; got 'full'"):
+        rules.qr(jnp.ones((3, 2)), mode="full")
