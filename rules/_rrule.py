@@ -137,8 +137,8 @@ def rrule(fun: Callable | None = None, *, nondiff_argnums: Sequence[int] = ()) -
             return tuple(_project(n, a, c) for n, a, c in zip(names, diff_args, cts))
 
         closed, shape = jax.make_jaxpr(projected_pullback, return_shape=True)(out)
-        return out, _TracedPullback(closed.jaxpr, list(closed.consts), jax.tree_util.tree_structure(
-            shape, is_leaf=lambda x: x is None))
+        return out, _TracedPullback(closed.jaxpr, list(closed.consts),
+                                    jax.tree_util.tree_structure(shape))
 
     def bwd(*res_and_ct):
         traced, out_bar = res_and_ct[-2:]
