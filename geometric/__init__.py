@@ -1,3 +1,16 @@
-"""Manifolds, Riemannian gradients, retractions and optax optimizers for constrained weights."""
+"""Manifolds, Riemannian gradients, retractions and optax optimizers for constrained weights.
 
-__all__: list[str] = []
+Manifolds (:class:`Stiefel`, :class:`Grassmann`, :class:`Sphere`, :class:`Orthogonal`) are
+hashable frozen dataclasses; a ``manifolds`` pytree mirrors ``params`` with a manifold or None
+(Euclidean) per leaf. Optimizers live in :mod:`geometric.optim`.
+"""
+from . import optim as optim
+from ._base import AbstractManifold as AbstractManifold
+from ._gradient import riemannian_gradient as riemannian_gradient
+from ._grassmann import Grassmann as Grassmann
+from ._orthogonal import Orthogonal as Orthogonal
+from ._sphere import Sphere as Sphere
+from ._stiefel import Stiefel as Stiefel
+
+__all__ = ["AbstractManifold", "Grassmann", "Orthogonal", "Sphere", "Stiefel", "optim",
+           "riemannian_gradient"]
