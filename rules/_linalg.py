@@ -72,8 +72,8 @@ def inv(a: jax.Array) -> jax.Array:
 
     Examples:
       >>> import jax, jax.numpy as jnp, rules
-      >>> a = jnp.array([[2.0, 1.0], [1.0, 3.0]])
-      >>> jax.grad(lambda a: rules.inv(a).sum())(a)
+      >>> a = jnp.array([[2.0, 1.0], [1.0, 3.0]], dtype=jnp.float32)
+      >>> jax.grad(lambda a: rules.inv(a).sum())(a).round(4)
       Array([[-0.16, -0.08],
              [-0.08, -0.04]], dtype=float32)
     """
