@@ -1,0 +1,199 @@
+"""The rigid-body example: its data, its models, and its training program on tiny budgets."""
+import contextlib
+import io
+import json
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from examples import _training
+from examples.rigid_body import data, evaluate, models, train
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def dataset(cache_dir):
+    return data.load_dataset(cache_dir)
+
+
+# -- data ----------------------------------------------------------------------------------------
+
+
+def test_sizes(dataset):
+    assert data.initial_conditions().shape == (1238, 3)
+    assert dataset.trajectories.shape == (1238, 61, 3)
+    assert dataset.inputs.shape == dataset.targets.shape == (69_328, 3, 3)
+    assert dataset.trajectories.dtype == np.float64
+
+
+def test_norm_is_conserved(dataset):
+    norm = np.linalg.norm(dataset.trajectories, axis=-1)
+    np.testing.assert_allclose(norm, norm[:, :1] * np.ones_like(norm), rtol=0, atol=1e-10)
+    energy = 0.5 * np.sum(dataset.trajectories**2 / np.asarray(dataset.inertia), axis=-1)
+    np.testing.assert_allclose(energy, energy[:, :1] * np.ones_like(energy), rtol=0, atol=1e-10)
+
+
+def test_steps_solve_the_midpoint_equation(dataset):
+    z, w = dataset.trajectories[:, :-1], dataset.trajectories[:, 1:]
+    with jax.enable_x64(True):
+        f = np.asarray(data.euler_vector_field(jnp.asarray((z + w) / 2), dataset.inertia))
+    assert np.max(np.abs(w - z - data.STEP * f)) < 1e-12
+
+
+def test_windows_follow_the_trajectories(dataset):
+    traj = dataset.trajectories
+    np.testing.assert_array_equal(dataset.inputs[0], traj[0, 0:3])
+    np.testing.assert_array_equal(dataset.targets[0], traj[0, 3:6])
+    np.testing.assert_array_equal(dataset.inputs[56 + 55], traj[1, 55:58])
+    np.testing.assert_array_equal(dataset.targets[-1], traj[-1, 58:61])
+
+
+def test_cache_is_reused(cache_dir, dataset):
+    (path,) = cache_dir.glob("rigid_body_*.npz")
+    mtime = path.stat().st_mtime_ns
+    np.testing.assert_array_equal(data.load_dataset(cache_dir).trajectories, dataset.trajectories)
+    assert path.stat().st_mtime_ns == mtime
+
+
+def test_code_inertia_is_the_paper_system_with_z1_z2_swapped_and_time_reversed():
+    z0 = np.array([[0.3, 0.5, np.sqrt(1 - 0.34)]])
+    with jax.enable_x64(True):
+        paper = np.asarray(data.implicit_midpoint(jnp.asarray(z0), 5))
+        code = np.asarray(data.implicit_midpoint(jnp.asarray(z0[:, [1, 0, 2]]), 5, step=-data.STEP,
+                                                 inertia=data.CODE_INERTIA))
+    np.testing.assert_allclose(code[..., [1, 0, 2]], paper, atol=1e-12)
+
+
+# -- models --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, count", [("vpt", 162), ("vpff", 135), ("transformer", 153)])
+def test_parameter_counts(name, count):
+    params = models.make_model(name).init(np.random.default_rng(0), jnp.float32)
+    assert models.parameter_count(params) == count
+
+
+@pytest.mark.parametrize("name, preserving", [("vpt", True), ("vpff", True), ("transformer", False)])
+def test_volume_preservation(name, preserving):
+    model = models.make_model(name)
+    params = model.init(np.random.default_rng(1), jnp.float64)
+    x = jax.random.normal(jax.random.key(2), (3, 3), jnp.float64)
+    jacobian = jax.jit(jax.jacrev(lambda v: model.apply(params, v.reshape(3, 3)).ravel()))(x.ravel())
+    det = float(jnp.linalg.det(jacobian))
+    assert (abs(det - 1) < 1e-10) == preserving, det
+
+
+def test_models_keep_float32_under_x64():
+    for name in models.MODELS:
+        model = models.make_model(name)
+        params = model.init(np.random.default_rng(0), jnp.float32)
+        out = jax.eval_shape(model.apply, params, jax.ShapeDtypeStruct((2, 3, 3), jnp.float32))
+        assert out.dtype == jnp.float32 and out.shape == (2, 3, 3)
+
+
+def test_unknown_model():
+    with pytest.raises(ValueError, match="`name` must be one of"):
+        models.make_model("rnn")
+
+
+def test_rollout_of_the_integrator_reproduces_the_reference():
+    def integrator(params, x):  # the next 3 implicit-midpoint states after the window
+        return data.implicit_midpoint(x[:, -1], 3)[:, 1:]
+
+    ref = evaluate.reference(20)
+    out = np.asarray(evaluate.rollout(integrator, None, jnp.asarray(ref[:, :3]), 21))
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
+    metrics = evaluate.rollout_metrics(out, ref)
+    assert metrics["rollout_error"] < 1e-12 and metrics["norm_drift"] < 1e-12
+
+
+# -- training ------------------------------------------------------------------------------------
+
+
+def test_batch_order_is_a_function_of_seed_and_step():
+    first = [_training.batch_indices(3, s, 10, 4) for s in range(4)]
+    again = [_training.batch_indices(3, s, 10, 4) for s in reversed(range(4))][::-1]
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    assert len(set(np.concatenate(first[:2]))) == 8  # no repeats within an epoch
+    assert not np.array_equal(first[0], _training.batch_indices(4, 0, 10, 4))
+
+
+def _train(log_dir, cache_dir, model, *flags):
+    return train.main(["--model", model, "--steps", "6", "--batch-size", "32", "--checkpoint-every", "3",
+                       "--log-every", "2", "--no-progress", "--log-dir", str(log_dir),
+                       "--cache-dir", str(cache_dir), *flags])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, cache_dir, dataset):
+    """One tiny training run of each model: ``{name: (run_dir, summary, printed)}``."""
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    for model in models.MODELS:
+        with contextlib.redirect_stdout(io.StringIO()) as stdout:
+            summary = _train(root / model, cache_dir, model)
+        out[model] = (root / model, summary, stdout.getvalue())
+    return out
+
+
+@pytest.mark.parametrize("model", ["vpt", "vpff", "transformer"])
+def test_train_smoke(runs, model):
+    run, summary, printed = runs[model]
+    np.testing.assert_equal(json.loads((run / "summary.json").read_text()), summary)
+    assert summary["parameters"] == {"vpt": 162, "vpff": 135, "transformer": 153}[model]
+    assert f"{model}: {summary['parameters']} parameters" in printed
+    assert np.isfinite(summary["final_loss"]) and summary["steps"] == 6
+    assert {"rollout_error", "norm_drift", "train_time_s", "steps_per_s"} <= set(summary)
+    assert sorted(p.name for p in run.glob("checkpoint_*.npz")) == ["checkpoint_00000003.npz",
+                                                                     "checkpoint_00000006.npz"]
+    assert list(run.glob("events.out.tfevents.*")) and list((run / "hparams").glob("events.out.tfevents.*"))
+
+
+def test_resume_is_bit_identical(runs, tmp_path, cache_dir):
+    full = runs["vpt"][0]
+    stopped = tmp_path / "vpt"
+    shutil.copytree(full, stopped)
+    (stopped / "checkpoint_00000006.npz").unlink()  # as if the run had died after step 3
+    (stopped / "summary.json").unlink()
+    summary = _train(stopped, cache_dir, "vpt", "--resume")
+    assert summary["resumed_from"] == 3
+    with np.load(full / "checkpoint_00000006.npz") as a, np.load(stopped / "checkpoint_00000006.npz") as b:
+        assert a.files == b.files
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+    assert summary["final_loss"] == runs["vpt"][1]["final_loss"]
+
+
+def test_resume_refuses_changed_flags_and_fresh_runs_refuse_old_checkpoints(runs, tmp_path, cache_dir):
+    run = tmp_path / "vpff"
+    shutil.copytree(runs["vpff"][0], run)
+    with pytest.raises(ValueError, match="lr_start was 0.01, now 0.1"):
+        _train(run, cache_dir, "vpff", "--resume", "--lr-start", "0.1")
+    with pytest.raises(ValueError, match="already holds checkpoints"):
+        _train(run, cache_dir, "vpff")
+
+
+def test_learning_rate_decays_from_start_to_end():
+    _, schedule = train.make_optimizer(1e-2, 1e-6, 100)
+    np.testing.assert_allclose([schedule(0), schedule(50), schedule(100)], [1e-2, 1e-4, 1e-6], rtol=1e-5)
+
+
+def test_evaluate_writes_plots_and_summary(runs, tmp_path, capsys):
+    out = tmp_path / "eval"
+    summary = evaluate.main([str(runs["vpt"][0]), str(runs["transformer"][0]), "--out", str(out)])
+    assert set(summary["models"]) == {"vpt", "transformer"}
+    vpt = summary["models"]["vpt"]
+    assert vpt["parameters"] == 162
+    np.testing.assert_equal(vpt["rollout_error"], runs["vpt"][1]["rollout_error"])
+    for name in ("trajectories", "norm", "error", "overview"):
+        assert (out / f"{name}.png").stat().st_size > 1000
+    assert json.loads((out / "summary.json").read_text())["n_steps"] == 500
+    assert "rollout err" in capsys.readouterr().out
