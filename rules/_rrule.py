@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
+from ._utils import match_varying
+
 __all__ = ["rrule", "frule", "register_frule"]
 
 
@@ -148,7 +150,9 @@ def rrule(fun: Callable | None = None, *, nondiff_argnums: Sequence[int] = ()) -
 
     @functools.wraps(fun)
     def wrapped(*args):
-        return primal(*args)
+        diff_args = match_varying(*split(args))  # shard_map: see rules/_utils.py
+        it = iter(diff_args)
+        return primal(*[a if i in nondiff else next(it) for i, a in enumerate(args)])
 
     return wrapped
 

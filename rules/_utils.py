@@ -108,3 +108,35 @@ def check_matrix(fname: str, argname: str, x, *, square: bool = False, dtypes=LI
         raise ValueError(f"{fname}: `{argname}` must have shape {expected}; got {tuple(x.shape)}.")
     if square and x.shape[-1] != x.shape[-2]:
         raise ValueError(f"{fname}: `{argname}` must have shape {expected} (square); got {tuple(x.shape)}.")
+
+
+# ----------------------------------------------------------------------------------------------
+# shard_map: a custom_vjp's cotangent must vary over the same mesh axes as its argument. When a
+# replicated operand (a shared weight) meets a batch sharded over a mesh axis, cast the operand to
+# vary over that axis too before the custom_vjp call: JAX transposes that cast into the psum that
+# adds up every device's share of the weight's cotangent.
+
+
+def _varying_axes(x) -> frozenset:
+    aval = jax.typeof(x)
+    mat = getattr(aval, "mat", None)
+    return frozenset(mat.varying) if mat is not None else frozenset(getattr(aval, "vma", ()))
+
+
+def match_varying(*args):
+    """Return ``args`` with every array leaf varying over the union of their shard_map axes.
+
+    Outside ``shard_map`` (or when all agree) the arguments come back unchanged.
+    """
+    leaves = [x for x in jax.tree_util.tree_leaves(args) if isinstance(x, jax.Array)]
+    axes = frozenset().union(*(_varying_axes(x) for x in leaves))
+    if not axes:
+        return args
+
+    def cast(x):
+        if not isinstance(x, jax.Array):
+            return x
+        missing = tuple(sorted(axes - _varying_axes(x)))
+        return jax.lax.pcast(x, missing, to="varying") if missing else x
+
+    return jax.tree_util.tree_map(cast, args)

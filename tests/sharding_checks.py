@@ -1,0 +1,145 @@
+"""Multi-device checks, run in a subprocess with 8 simulated CPU devices by tests/test_sharding.py.
+
+``XLA_FLAGS=--xla_force_host_platform_device_count=8`` must be set before JAX starts, so these
+checks cannot run in the test process itself. Each check returns the largest relative difference
+between the multi-device and the single-device result; the script prints them as JSON.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import geometric
+import rules
+
+BATCH = 16  # divisible by 8 devices
+
+
+def rand(shape, seed, dtype=jnp.float32):
+    return jnp.asarray(np.random.default_rng(seed).standard_normal(shape), dtype)
+
+
+def rel(a, b) -> float:
+    worst = 0.0
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        worst = max(worst, float(np.max(np.abs(x - y)) / max(np.max(np.abs(y)), 1e-30)))
+    return worst
+
+
+def rule_cases():
+    """(name, function of batch-leading arrays, arguments, which arguments carry the batch)."""
+    eye4 = jnp.broadcast_to(jnp.eye(4, dtype=jnp.float32), (BATCH, 4, 4))
+    eye6 = jnp.broadcast_to(jnp.eye(6, dtype=jnp.float32), (BATCH, 6, 6))
+    w = rand((3, 3), 9)
+    lower = rules.StrictlyLower(rand((3,), 10), 3)
+    return [
+        ("inv small", rules.inv, (rand((BATCH, 4, 4), 1) + 4 * eye4,), (True,)),
+        ("inv", rules.inv, (rand((BATCH, 6, 6), 2) + 5 * eye6,), (True,)),
+        ("qr", lambda a: tuple(rules.qr(a)), (rand((BATCH, 6, 4), 3),), (True,)),
+        ("qr wide", lambda a: tuple(rules.qr(a)), (rand((BATCH, 3, 5), 4),), (True,)),
+        ("lq", lambda a: tuple(rules.lq(a)), (rand((BATCH, 3, 5), 5),), (True,)),
+        ("tensor_tensor_mul", rules.tensor_tensor_mul, (rand((BATCH, 3, 4), 6), rand((BATCH, 4, 2), 7)),
+         (True, True)),
+        ("tensor_mat_mul (shared weight)", rules.tensor_mat_mul, (rand((BATCH, 5, 3), 8), w),
+         (True, False)),
+        ("cayley", rules.cayley, (rand((BATCH, 4, 4), 11) - jnp.swapaxes(rand((BATCH, 4, 4), 11), 1, 2),),
+         (True,)),
+        ("attention skew", rules.volume_preserving_attention, (rand((BATCH, 3, 3), 12), w), (True, False)),
+        ("attention arbitrary",
+         lambda x, a: rules.volume_preserving_attention(x, a, weighting="arbitrary"),
+         (rand((BATCH, 5, 3), 13), w), (True, False)),
+        ("feedforward", lambda x, p: rules.volume_preserving_feedforward(x, rules.StrictlyLower(p, 3)),
+         (rand((BATCH, 3, 3), 14), lower.packed), (True, False)),
+    ]
+
+
+def loss_of(fn):
+    def loss(*args):
+        return sum(jnp.sum(jnp.sin(y)) for y in jax.tree_util.tree_leaves(fn(*args)))
+    return loss
+
+
+def check_named_sharding(mesh):
+    """(i) each rule and its gradient under jit, batch sharded over the mesh, vs one device."""
+    results = {}
+    for name, fn, args, batched in rule_cases():
+        shardings = [NamedSharding(mesh, P("batch") if b else P()) for b in batched]
+        sharded = [jax.device_put(a, s) for a, s in zip(args, shardings)]
+        grad = jax.grad(loss_of(fn), argnums=tuple(range(len(args))))
+        ref = (jax.jit(fn)(*args), jax.jit(grad)(*args))
+        out = (jax.jit(fn)(*sharded), jax.jit(grad)(*sharded))
+        assert out[0] is not None
+        results[f"named sharding: {name}"] = rel(out, ref)
+    return results
+
+
+def check_shard_map(mesh):
+    """(ii) each rule and its gradient inside shard_map over the batch axis."""
+    results = {}
+    for name, fn, args, batched in rule_cases():
+        specs = tuple(P("batch") if b else P() for b in batched)
+        grad = jax.grad(loss_of(fn), argnums=tuple(range(len(args))))
+
+        def per_device(*local):
+            # A replicated (shared) operand's cotangent comes back already summed over devices.
+            return fn(*local), grad(*local)
+
+        out_specs = (jax.tree_util.tree_map(lambda _: P("batch"), jax.eval_shape(fn, *args)),
+                     specs)
+        mapped = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=specs, out_specs=out_specs))
+        ref = (jax.jit(fn)(*args), jax.jit(grad)(*args))
+        results[f"shard_map: {name}"] = rel(mapped(*args), ref)
+    return results
+
+
+def check_stiefel_heads(mesh):
+    """(iv) manifold optimizers on a stack of 8 Stiefel heads sharded over the devices."""
+    results = {}
+    heads, n, p = 8, 12, 3
+    st = geometric.Stiefel(n, p)
+    w0 = st.random_point(jax.random.PRNGKey(0), dtype=jnp.float32)
+    w0 = jnp.stack([st.random_point(jax.random.PRNGKey(i), dtype=jnp.float32) for i in range(heads)])
+    sym = rand((heads, n, n), 20)
+    sym = sym + jnp.swapaxes(sym, 1, 2)
+
+    def loss(w):
+        return -jnp.sum(jnp.swapaxes(w, 1, 2) @ sym @ w * jnp.eye(p, dtype=w.dtype))
+
+    for name, opt in [("riemannian_adam", geometric.optim.riemannian_adam(1e-2, st)),
+                      ("manifold_adam", geometric.optim.manifold_adam(1e-2, st)),
+                      ("riemannian_sgd", geometric.optim.riemannian_sgd(1e-2, st, momentum=0.9))]:
+        @jax.jit
+        def run(w):
+            def step(carry, _):
+                w, state = carry
+                updates, state = opt.update(jax.grad(loss)(w), state, w)
+                return (optax.apply_updates(w, updates), state), loss(w)
+            (w, _), losses = jax.lax.scan(step, (w, opt.init(w)), length=20)
+            return w, losses
+
+        ref = run(w0)
+        out = run(jax.device_put(w0, NamedSharding(mesh, P("batch"))))
+        results[f"stiefel heads: {name}"] = rel(out, ref)
+    return results
+
+
+def main() -> None:
+    assert len(jax.devices()) == 8, f"expected 8 simulated devices, got {jax.devices()}"
+    mesh = Mesh(np.array(jax.devices()), ("batch",))
+    results = {}
+    for check in sys.argv[1:] or ["named", "shard_map", "heads"]:
+        results.update({"named": check_named_sharding, "shard_map": check_shard_map,
+                        "heads": check_stiefel_heads}[check](mesh))
+    print("RESULTS " + json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

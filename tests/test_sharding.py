@@ -1,0 +1,40 @@
+"""Every rule, layer and optimizer on sharded arrays: 8 simulated CPU devices in a subprocess.
+
+The checks live in tests/sharding_checks.py; they run once per session (the subprocess needs
+``XLA_FLAGS`` before JAX starts) and report the relative difference from a single-device run.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TOLERANCE = 1e-6  # relative, float32
+
+
+@pytest.fixture(scope="module")
+def results():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "sharding_checks.py")], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULTS "))
+    return json.loads(line.removeprefix("RESULTS "))
+
+
+def _group(results, prefix):
+    group = {k: v for k, v in results.items() if k.startswith(prefix)}
+    assert group, f"no check named {prefix}*"
+    return group
+
+
+@pytest.mark.parametrize("prefix", ["named sharding", "shard_map", "stiefel heads",
+                                    "data parallel"])
+def test_sharded_equals_single_device(results, prefix):
+    group = _group(results, prefix)
+    worst = {k: v for k, v in group.items() if not v <= TOLERANCE}
+    assert not worst, f"relative differences above {TOLERANCE}: {worst}"
