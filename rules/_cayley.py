@@ -161,15 +161,16 @@ def volume_preserving_attention(x: jax.Array, a, *, weighting: str = "skew") -> 
 
     Notes:
       Only the skew weighting preserves volume. The determinant of the full ``Td × Td`` Jacobian of
-      ``x ↦ y`` is 1 for the skew weighting, at every (T, d) (measured to 1e-12 in float64 for
-      (T, d) = (3, 3), (2, 5), (6, 2), (4, 4)). For the arbitrary weighting it is not (measured
-      −0.46, 1.81, −23.5 for random samples): only the map ``x ↦ Λᵀ x`` at frozen ``Λ`` is
-      volume-preserving there, not the layer.
+      ``x ↦ y`` is 1 for the skew weighting at every (T, d): measured ``|det - 1| < 4e-15``
+      (float64) at (T, d) = (3, 3), (2, 5), (6, 2), (4, 4) for random ``x`` (entries of size 0.5)
+      and ``A``. For the arbitrary weighting it is not: at the same samples det = -0.0073, 0.973,
+      0.043, 0.447. There only ``x ↦ Λᵀ x`` at frozen ``Λ`` preserves volume, not the layer.
 
-      Residuals: ``x`` and ``Λ`` (``N = (I + Λ)/2``); one factorisation of ``I + C`` per sample,
-      by the adjugate formula for ``T ≤ 4`` (:func:`rules._small.closed_form_inv`). JAX has no
-      forward mode through a ``custom_vjp``: use :func:`rules.frule` for directional
-      derivatives.
+      Residuals: ``x`` and ``Λ`` (``N = (I + Λ)/2``), besides the weight ``A`` itself; the pullback
+      forms no ``T × T`` matrix other than ``Λ`` for the skew weighting. One factorisation of
+      ``I + C`` per sample, by the adjugate formula for ``T ≤ 4``
+      (:func:`rules._small.closed_form_inv`). JAX has no forward mode through a ``custom_vjp``:
+      use :func:`rules.frule` for directional derivatives.
 
     References:
       B. Brantner, G. de Romemont, M. Kraus, Z. Li, "Volume-preserving transformers for learning
