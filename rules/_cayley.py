@@ -16,7 +16,7 @@ from ._rrule import register_frule
 from ._small import MAX_CLOSED_FORM_N, closed_form_inv
 from ._structured import AbstractPacked, StrictlyLower, StrictlyUpper
 from ._tensor import _product, batched_product
-from ._utils import HIGHEST, T, check_array, check_matrix, eye_like, mm, tril
+from ._utils import HIGHEST, T, check_array, check_matrix, eye_like, match_varying, mm, tril
 
 __all__ = ["cayley", "volume_preserving_attention", "volume_preserving_feedforward"]
 
@@ -203,7 +203,7 @@ def _check_attention(x, a, weighting):
         raise ValueError(f"{fname}: `a` must have shape (d, d) = ({d}, {d}) for `x` of shape "
                          f"{tuple(x.shape)} (..., T, d); got {tuple(a.shape)}.")
     dtype = jnp.result_type(x, a)
-    return x.astype(dtype), a.astype(dtype)
+    return match_varying(x.astype(dtype), a.astype(dtype))  # shard_map: see rules/_utils.py
 
 
 def _attention_c(x, a, weighting):
@@ -333,7 +333,8 @@ def volume_preserving_feedforward(x: jax.Array, weight, bias: jax.Array | None =
       Array([1., 2., 3.], dtype=float32)
     """
     x, weight, bias = _check_feedforward(x, weight, bias)
-    z = _product(jnp.atleast_2d(x), weight.dense(), False, True).reshape(x.shape)  # x Wᵀ
+    x2, w = match_varying(jnp.atleast_2d(x), weight.dense())  # shard_map: see rules/_utils.py
+    z = _product(x2, w, False, True).reshape(x.shape)  # x Wᵀ
     return x + activation(z if bias is None else z + jnp.broadcast_to(bias, z.shape))
 
 

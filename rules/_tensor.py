@@ -26,7 +26,7 @@ from jax import lax
 
 from ._rrule import register_frule
 from ._structured import AbstractPacked
-from ._utils import HIGHEST, T, check_matrix
+from ._utils import HIGHEST, T, check_matrix, match_varying
 
 __all__ = ["tensor_tensor_mul", "tensor_transpose_tensor_mul", "mat_tensor_mul", "tensor_mat_mul",
            "tensor_transpose_mat_mul", "tensor_transpose"]
@@ -129,7 +129,7 @@ def _prepare(fname, x, y):
         raise ValueError(f"{fname}: `{names[0]}` of shape {tuple(x.shape)} and `{names[1]}` of shape "
                          f"{tuple(y.shape)} do not match; expected {shapes[0]} and {shapes[1]}.")
     dtype = jnp.result_type(x, y)
-    return x.astype(dtype), y.astype(dtype), tx
+    return (*match_varying(x.astype(dtype), y.astype(dtype)), tx)  # shard_map: rules/_utils.py
 
 
 def _register_pushforward(fn):
