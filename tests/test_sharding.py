@@ -12,7 +12,9 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TOLERANCE = 1e-6  # relative, float32
+# Relative, float32: a rule's output and gradient (issue 6: 1e-6); 20-step optimizer and training
+# trajectories accumulate the rounding of a different summation order, so they get 1e-5.
+TOLERANCES = {"named sharding": 1e-6, "shard_map": 1e-6, "stiefel heads": 1e-5, "data parallel": 1e-5}
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +34,8 @@ def _group(results, prefix):
     return group
 
 
-@pytest.mark.parametrize("prefix", ["named sharding", "shard_map", "stiefel heads",
-                                    "data parallel"])
+@pytest.mark.parametrize("prefix", list(TOLERANCES))
 def test_sharded_equals_single_device(results, prefix):
     group = _group(results, prefix)
-    worst = {k: v for k, v in group.items() if not v <= TOLERANCE}
-    assert not worst, f"relative differences above {TOLERANCE}: {worst}"
+    worst = {k: v for k, v in group.items() if not v <= TOLERANCES[prefix]}
+    assert not worst, f"relative differences above {TOLERANCES[prefix]}: {worst}"
