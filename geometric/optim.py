@@ -62,6 +62,13 @@ def _stabilize(m, y, count, stabilize_every):
     return lax.cond(count % every == 0, m.project_point, lambda y: y, y)
 
 
+def _check_points(fname, manifolds, params):
+    _, leaves, flat = flatten_manifolds(fname, manifolds, params=params)
+    for m, x in zip(leaves, flat["params"]):
+        if m is not None:
+            m._check_point("init", x, "params")
+
+
 def _value(hyperparameter, count):
     """A hyperparameter or schedule at step ``count``."""
     return hyperparameter(count) if callable(hyperparameter) else hyperparameter
@@ -82,11 +89,16 @@ def _with_euclidean(fname, euclidean, riemannian_part, manifolds):
                           is_leaf=is_manifold_leaf)
     tx = optax.partition({"euclidean": euclidean, "manifold": riemannian_part}, labels)
 
+    def init_fn(params):
+        _check_points(fname, manifolds, params)  # clear errors before optax's
+        return tx.init(params)
+
     def update_fn(updates, state, params=None, **extra_args):
         _check_params(fname, params)
+        flatten_manifolds(fname, manifolds, params=params, grads=updates)
         return tx.update(updates, state, params, **extra_args)
 
-    return optax.GradientTransformationExtraArgs(tx.init, update_fn)
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
 def _zeros_or_masked(fname, manifolds, params):
@@ -161,6 +173,7 @@ def riemannian(inner: optax.GradientTransformation, manifolds, *,
     inner = optax.with_extra_args_support(inner)
 
     def init_fn(params):
+        _check_points("riemannian", manifolds, params)
         return RiemannianState(jnp.zeros([], jnp.int32), inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):
