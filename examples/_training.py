@@ -108,7 +108,7 @@ class TrainResult(NamedTuple):
     losses: np.ndarray  # (steps run in this call,) the training loss of each step
     final_loss: float  # mean loss of the last ``log_every`` steps
     train_time: float  # seconds in the loop, this call, compilation included
-    steps_per_second: float  # after the first (compiling) step
+    steps_per_second: float  # after the first (compiling) step, evaluations and checkpoints left out
 
 
 def _checkpoint_path(run_dir: Path, step: int) -> Path:
@@ -243,6 +243,7 @@ def train_loop(
     bar = tqdm(total=steps, initial=step, disable=not progress, dynamic_ncols=True, mininterval=0.5, unit="step")
     start = time.perf_counter()
     after_first = None
+    set_aside = 0.0  # seconds of evaluations and checkpoints, left out of the steps per second
     try:
         while step < steps:
             # One assignment, so an interrupt never leaves `step` and `params` out of step.
@@ -260,11 +261,13 @@ def train_loop(
                 if learning_rate is not None:
                     writer.add_scalar("train/learning_rate", float(learning_rate(step)), step)
                 bar.set_postfix(loss=f"{np.mean(recent):.3e}", refresh=False)
+            aside = time.perf_counter()
             if evaluate is not None and eval_every and step % eval_every == 0 and step != steps:
                 for name, value in evaluate(params, step).items():
                     writer.add_scalar(f"eval/{name}", value, step)
             if checkpoint_every and step % checkpoint_every == 0:
                 save_checkpoint(run_dir, TrainState(step, params, opt_state, seed))
+            set_aside += time.perf_counter() - aside
             bar.update(1)
     except KeyboardInterrupt:
         bar.close()
@@ -273,15 +276,16 @@ def train_loop(
         print(f"\ninterrupted at step {step}; saved {path}; continue with --resume")
         raise
     bar.close()
+    jax.block_until_ready(params)
+    end = time.perf_counter()
     final = TrainState(step, params, opt_state, seed)
     if latest_checkpoint(run_dir) != _checkpoint_path(run_dir, step):
         save_checkpoint(run_dir, final)
-    end = time.perf_counter()
     if evaluate is not None:
         for name, value in evaluate(params, step).items():
             writer.add_scalar(f"eval/{name}", value, step)
     writer.flush()
     run = len(losses)
-    rate = (run - 1) / (end - after_first) if run > 1 and end > after_first else float("nan")
+    rate = (run - 1) / (end - after_first - set_aside) if run > 1 and end > after_first + set_aside else float("nan")
     return TrainResult(final, np.asarray([float(x) for x in losses]),
                        float(np.mean(recent)) if recent else float("nan"), end - start, rate)

@@ -128,6 +128,9 @@ def restore_run(run_dir: Path) -> tuple[dict[str, Any], models.Model, PyTree]:
 # -- plots ---------------------------------------------------------------------------------------
 
 _IC_LABELS = ("z₀ = (sin 1.1, 0, cos 1.1)", "z₀ = (0, sin 1.1, cos 1.1)")
+_RADIUS = 1.5  # trajectory points farther out are not drawn
+_NORM_LIMITS = (0.0, 2.0)
+_ERROR_LIMITS = (1e-4, 1e1)
 
 
 def _pyplot():
@@ -146,34 +149,42 @@ def _sphere(ax) -> None:
 
 def _trajectory_axes(ax, rollouts: dict[str, np.ndarray], ref: np.ndarray, i: int, legend: bool) -> None:
     _sphere(ax)
-    ax.plot(*ref[i].T, color="black", linestyle="--", linewidth=1.2, label="implicit midpoint")
     for name, predicted in rollouts.items():
-        ax.plot(*np.clip(predicted[i], -2, 2).T, linewidth=1, label=name)
-    limit = float(np.clip(max(np.nanmax(np.abs(p[i])) for p in rollouts.values()), 1.05, 2.0))
-    ax.set(xlim=(-limit, limit), ylim=(-limit, limit), zlim=(-limit, limit), xlabel="z₁", ylabel="z₂", zlabel="z₃")
+        # Points far off the sphere are left out (the line breaks there) so that a diverging
+        # rollout does not hide the others.
+        shown = np.where(np.linalg.norm(predicted[i], axis=-1, keepdims=True) < _RADIUS, predicted[i], np.nan)
+        ax.plot(*shown.T, linewidth=1, label=name)
+    ax.plot(*ref[i].T, color="black", linestyle="--", linewidth=1.5, label="implicit midpoint")
+    ax.set(xlim=(-1.2, 1.2), ylim=(-1.2, 1.2), zlim=(-1.2, 1.2), xlabel="z₁", ylabel="z₂", zlabel="z₃")
     ax.set_title(_IC_LABELS[i], fontsize=9)
     if legend:
         ax.legend(fontsize=7, loc="upper left")
 
 
-def _time_axes(ax, curves: dict[str, np.ndarray], t: np.ndarray, ylabel: str, log: bool,
-               reference_value: float | None = None) -> None:
-    if reference_value is not None:
-        ax.axhline(reference_value, color="black", linestyle="--", linewidth=1, label="exact")
+def _time_axes(ax, curves: dict[str, np.ndarray], t: np.ndarray, ylabel: str, ylim: tuple[float, float],
+               log: bool, exact: float | None = None) -> None:
+    if exact is not None:
+        ax.axhline(exact, color="black", linestyle="--", linewidth=1, label="exact")
     for name, curve in curves.items():
         ax.plot(t, curve, linewidth=1, label=name)
     if log:
         ax.set_yscale("log")
-    ax.set(xlabel="t", ylabel=ylabel)
+    ax.set(xlabel="t", ylabel=ylabel, ylim=ylim)
     ax.grid(alpha=0.3)
 
 
 def plot(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float, out: Path) -> list[Path]:
-    """Write the trajectory, norm, error and overview figures; return their paths."""
+    """Write the trajectory, norm, error and overview figures; return their paths.
+
+    The error is drawn from the first predicted state on (the first ``T`` states are given).
+    """
     plt = _pyplot()
     t = step * np.arange(ref.shape[1])
+    predicted = slice(data.N_IN, None)
     norms = {name: np.linalg.norm(p, axis=-1) for name, p in rollouts.items()}
-    errors = {name: np.linalg.norm(p - ref, axis=-1) for name, p in rollouts.items()}
+    errors = {name: np.linalg.norm(p - ref, axis=-1)[:, predicted] for name, p in rollouts.items()}
+    panels = {"norm": (norms, t, "‖z(t)‖", _NORM_LIMITS, False, 1.0),
+              "error": (errors, t[predicted], "‖z(t) − z_ref(t)‖", _ERROR_LIMITS, True, None)}
     paths = []
 
     fig = plt.figure(figsize=(11, 5))
@@ -184,11 +195,10 @@ def plot(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float, out: Pat
     fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
     plt.close(fig)
 
-    for name, curves, ylabel, log, exact in (("norm", norms, "‖z(t)‖", False, 1.0),
-                                             ("error", errors, "‖z(t) − z_ref(t)‖", True, None)):
+    for name, (curves, times, ylabel, ylim, log, exact) in panels.items():
         fig, axes = plt.subplots(1, ref.shape[0], figsize=(11, 3.6), sharey=True)
         for i, ax in enumerate(axes):
-            _time_axes(ax, {k: v[i] for k, v in curves.items()}, t, ylabel, log, exact)
+            _time_axes(ax, {k: v[i] for k, v in curves.items()}, times, ylabel, ylim, log, exact)
             ax.set_title(_IC_LABELS[i], fontsize=9)
         axes[0].legend(fontsize=8)
         paths.append(out / f"{name}.png")
@@ -197,11 +207,11 @@ def plot(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float, out: Pat
 
     fig = plt.figure(figsize=(12, 3.4))
     _trajectory_axes(fig.add_subplot(1, 3, 1, projection="3d"), rollouts, ref, 0, legend=False)
-    ax = fig.add_subplot(1, 3, 2)
-    _time_axes(ax, {k: v[0] for k, v in errors.items()}, t, "‖z(t) − z_ref(t)‖", True)
-    ax = fig.add_subplot(1, 3, 3)
-    _time_axes(ax, {k: v[0] for k, v in norms.items()}, t, "‖z(t)‖", False, 1.0)
+    for position, (curves, times, ylabel, ylim, log, exact) in zip((3, 2), panels.values()):
+        ax = fig.add_subplot(1, 3, position)
+        _time_axes(ax, {k: v[0] for k, v in curves.items()}, times, ylabel, ylim, log, exact)
     ax.legend(fontsize=7)
+    fig.suptitle(_IC_LABELS[0], fontsize=9)
     fig.tight_layout()
     paths.append(out / "overview.png")
     fig.savefig(paths[-1], dpi=80)
