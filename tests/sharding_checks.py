@@ -132,13 +132,41 @@ def check_stiefel_heads(mesh):
     return results
 
 
+def check_data_parallel(mesh):
+    """(iii) the rigid-body VPT training step, batch sharded over 8 devices, params replicated."""
+    from examples.rigid_body import models, train
+
+    model = models.make_model("vpt")
+    params = model.init(np.random.default_rng(0), jnp.float32)
+    optimizer, _ = train.make_optimizer(1e-2, 1e-6, 20)
+    step = train.make_train_step(model, optimizer)
+    inputs = rand((20, 1024, 3, 3), 30)
+    targets = inputs + 0.1 * rand((20, 1024, 3, 3), 31)
+
+    def trajectory(batch_sharding, replicated):
+        p, state = jax.device_put((params, optimizer.init(params)), replicated)
+        losses = []
+        for k in range(20):
+            batch = jax.device_put((inputs[k], targets[k]), batch_sharding)
+            p, state, loss = step(p, state, batch)
+            losses.append(loss)
+        return p, jnp.stack(losses)
+
+    one = jax.devices()[0]
+    ref = trajectory(one, one)
+    out = trajectory(NamedSharding(mesh, P("batch")), NamedSharding(mesh, P()))
+    return {"data parallel: vpt loss trajectory": rel(out[1], ref[1]),
+            "data parallel: vpt parameters after 20 steps": rel(out[0], ref[0])}
+
+
 def main() -> None:
     assert len(jax.devices()) == 8, f"expected 8 simulated devices, got {jax.devices()}"
     mesh = Mesh(np.array(jax.devices()), ("batch",))
     results = {}
-    for check in sys.argv[1:] or ["named", "shard_map", "heads"]:
-        results.update({"named": check_named_sharding, "shard_map": check_shard_map,
-                        "heads": check_stiefel_heads}[check](mesh))
+    checks = {"named": check_named_sharding, "shard_map": check_shard_map,
+              "heads": check_stiefel_heads, "training": check_data_parallel}
+    for check in sys.argv[1:] or list(checks):
+        results.update(checks[check](mesh))
     print("RESULTS " + json.dumps(results))
 
 
