@@ -13,7 +13,7 @@ import jax
 
 from ._harness import machine_info
 
-FAMILIES = ["linalg", "tensor", "geometric"]
+FAMILIES = ["linalg", "tensor", "geometric", "training"]
 
 
 def main() -> None:

@@ -60,7 +60,11 @@ def median_time(fn: Callable, *args, repeats: int = 20, min_time: float = 0.2) -
 
 
 def compile_time(fn: Callable, *args) -> float:
-    """Seconds to lower and compile ``jax.jit(fn)`` for these arguments (no cache hit)."""
+    """Seconds to lower and compile ``jax.jit(fn)`` for these arguments.
+
+    Call it before ``fn`` has run: JAX caches compiled programs in memory, and a second
+    compilation of the same program is a cache hit.
+    """
     t0 = time.perf_counter()
     jax.jit(fn).lower(*args).compile()
     return time.perf_counter() - t0
