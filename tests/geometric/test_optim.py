@@ -348,33 +348,40 @@ def test_manifold_adam_is_brantners_algorithm(case):
 
 
 # ----------------------------------------------------------------------------------------------
-# float32 drift over 10⁴ steps on St(256, 64), with the default stabilisation
+# float32 drift over 10⁴ steps on St(256, 64). Without re-projection Cayley and exp reach
+# ‖YᵀY − I‖_F ≈ 1.6e-5 here; re-projecting every 100 steps (the default) keeps it below 2e-6,
+# the level of a fresh QR.
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,retraction", [("riemannian_adam", r) for r in ("qr", "polar", "cayley", "exp")]
-                         + [("manifold_adam", r) for r in ("cayley", "exp")])
-def test_float32_drift(name, retraction):
-    if name == "riemannian_adam":
-        st = geometric.Stiefel(256, 64, retraction=retraction)
-        opt = optim.riemannian_adam(1e-2, st)
-    else:
-        st = geometric.Stiefel(256, 64)
-        opt = optim.manifold_adam(1e-2, st, retraction=retraction)
+def test_float32_drift_with_default_stabilisation():
+    """Every retraction, and both of manifold_adam's rotations, in one compiled scan."""
+    retractions = ("qr", "polar", "cayley", "exp")
+    adam_manifolds = {r: geometric.Stiefel(256, 64, retraction=r) for r in retractions}
+    st = geometric.Stiefel(256, 64)
+    opts = {"riemannian_adam": (optim.riemannian_adam(1e-2, adam_manifolds), retractions),
+            "manifold_adam_cayley": (optim.manifold_adam(1e-2, st), None),
+            "manifold_adam_exp": (optim.manifold_adam(1e-2, st, retraction="exp"), None)}
     y0 = st.random_point(jax.random.PRNGKey(0))
     c = jax.random.normal(jax.random.PRNGKey(1), y0.shape, jnp.float32)
+    params = {name: y0 if keys is None else {r: y0 for r in keys} for name, (_, keys) in opts.items()}
 
     def loss(y):  # a cheap gradient; Adam keeps taking steps of size ~ learning rate
-        return -jnp.sum(y * c)
+        return -sum(jnp.sum(leaf * c) for leaf in jax.tree.leaves(y))
 
-    step = make_step(opt, loss)
+    def step(carry, _):
+        p, states = carry
+        out = {}
+        for name, (opt, _) in opts.items():
+            updates, states[name] = opt.update(jax.grad(loss)(p[name]), states[name], p[name])
+            out[name] = optax.apply_updates(p[name], updates)
+        return (out, states), None
 
-    @jax.jit
-    def errors(y):
-        def chunk(carry, _):
-            carry, _ = jax.lax.scan(lambda c, _: (step(*c), None), carry, None, length=500)
-            return carry, st.manifold_error(carry[0])
-        return jax.lax.scan(chunk, (y, opt.init(y)), None, length=20)[1]
+    def chunk(carry, _):
+        carry, _ = jax.lax.scan(step, carry, None, length=500)
+        return carry, jax.tree.map(st.manifold_error, carry[0])
 
-    errs = errors(y0)
-    assert float(errs.max()) <= 1e-5, errs
+    errors = jax.jit(lambda p: jax.lax.scan(
+        chunk, (p, {name: opt.init(p[name]) for name, (opt, _) in opts.items()}), None, length=20)[1])
+    worst = jax.tree.map(lambda e: float(e.max()), errors(params))
+    assert all(e <= 1e-5 for e in jax.tree.leaves(worst)), worst
