@@ -136,7 +136,7 @@ def save_checkpoint(run_dir: Path, state: TrainState) -> Path:
 
 def _restore_tree(path: Path, archive, name: str, template: PyTree) -> PyTree:
     leaves, treedef = jax.tree_util.tree_flatten(template)
-    stored = sorted(k for k in archive.files if k.startswith(name + "_"))
+    stored = sorted((k for k in archive.files if k.startswith(name + "_")), key=lambda k: int(k.rpartition("_")[2]))
     if len(stored) != len(leaves):
         raise ValueError(f"load_checkpoint: {path} holds {len(stored)} `{name}` leaves; "
                          f"this run has {len(leaves)}. Was it written with other flags?")
@@ -176,7 +176,8 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-_RESUME_INSENSITIVE = ("resume", "checkpoint_every", "log_every", "no_progress", "cache_dir", "log_dir")
+# Flags that do not change the trained parameters may differ between a run and its resumption.
+_RESUME_INSENSITIVE = ("resume", "checkpoint_every", "log_every", "eval_every", "no_progress", "cache_dir", "log_dir")
 
 
 def check_resumable(run_dir: Path, config: Mapping[str, Any], resume: bool) -> None:

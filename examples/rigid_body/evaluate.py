@@ -211,7 +211,6 @@ def plot(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float, out: Pat
         ax = fig.add_subplot(1, 3, position)
         _time_axes(ax, {k: v[0] for k, v in curves.items()}, times, ylabel, ylim, log, exact)
     ax.legend(fontsize=7)
-    fig.suptitle(_IC_LABELS[0], fontsize=9)
     fig.tight_layout()
     paths.append(out / "overview.png")
     fig.savefig(paths[-1], dpi=80)

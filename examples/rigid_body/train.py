@@ -83,7 +83,7 @@ def _init_optimizer(optimizer: optax.GradientTransformation, params: PyTree) -> 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m examples.rigid_body.train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=sorted(models.MODELS), default="vpt", help="which model (default vpt)")
-    _training.add_common_arguments(parser, steps=2000, batch_size=2048)
+    _training.add_common_arguments(parser, steps=6000, batch_size=256)
     parser.add_argument("--lr-start", type=float, default=1e-2, help="initial learning rate")
     parser.add_argument("--lr-end", type=float, default=1e-6, help="learning rate at the last step")
     parser.add_argument("--inertia", choices=sorted(evaluate.INERTIAS), default="paper",

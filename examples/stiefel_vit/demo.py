@@ -7,6 +7,14 @@ against the step (``curves.png``), and prints a table. ``--seeds 0 1 2`` repeats
 several seeds and reports the mean and spread of the final test accuracy, which is what a claim
 about the optimizers needs: on 450 test images one seed's accuracy moves by ±1% with the seed.
 
+Measured (defaults: 1000 steps of 128 images, peak learning rate 3e-3, float32; seeds 0, 1, 2;
+2 shared CPU cores, about 8 minutes): test accuracy ``manifold_adam`` 93.2 ± 0.5%,
+``riemannian_adam`` 94.2 ± 0.8%, ``adam`` 93.0 ± 0.1%; test loss 0.217, 0.216, 0.232. The
+constrained projections stay orthonormal to float32 rounding (max ‖WᵀW − I‖ ≈ 6e-7) while the
+unconstrained ones leave the manifold (≈ 2). The accuracy differences are of the size of the
+seed-to-seed spread: on this small task the manifold optimizers train as well as Adam, as drop-in
+optax transformations, but the constraint does not measurably improve generalisation.
+
 Usage::
 
     python -m examples.stiefel_vit.demo                 # 1000 steps each, a few minutes on 2 cores

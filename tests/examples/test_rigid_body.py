@@ -14,11 +14,6 @@ from examples.rigid_body import data, evaluate, models, train
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture(scope="module")
 def dataset(cache_dir):
     return data.load_dataset(cache_dir)
 

@@ -6,7 +6,9 @@ import pytest
 
 from examples import sweep
 
-RIGID = ["--set", "steps=4", "--set", "batch-size=32", "--set", "checkpoint-every=2", "--set", "no-progress"]
+# The flags of the rigid-body tests' runs, so that the compiled training step is shared.
+RIGID = ["--set", "steps=6", "--set", "batch-size=32", "--set", "checkpoint-every=3", "--set", "log-every=2",
+         "--set", "no-progress", "--set", "model=transformer"]
 
 
 def test_grid_expansion():
@@ -33,15 +35,15 @@ def test_bad_assignment():
         sweep.main(["rigid_body", "--out", "x", "--grid", "model="])
 
 
-def test_run_skip_and_collect(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("PULLBACKS_CACHE", str(tmp_path / "cache"))
-    argv = ["rigid_body", "--out", str(tmp_path / "sweep"), "--grid", "lr-start=0.01,0.001", *RIGID,
-            "--set", "model=transformer"]
+def test_run_skip_and_collect(tmp_path, capsys, cache_dir):
+    argv = ["rigid_body", "--out", str(tmp_path / "sweep"), "--grid", "seed=0,1", *RIGID,
+            "--set", f"cache-dir={cache_dir}"]
     rows = sweep.main(argv)
     assert [r["status"] for r in rows] == ["done", "done"]
-    assert [r["lr-start"] for r in rows] == ["0.01", "0.001"] and rows[1]["lr_start"] == 0.001
+    assert [r["seed"] for r in rows] == ["0", "1"] and rows[1]["parameters"] == 153
+    assert rows[0]["final_loss"] != rows[1]["final_loss"]
     table = (tmp_path / "sweep" / "results.md").read_text()
-    assert table.splitlines()[0] == "| lr-start | status | final_loss | rollout_error | norm_drift | train_time_s | steps_per_s |"
+    assert table.splitlines()[0] == "| seed | status | final_loss | rollout_error | norm_drift | train_time_s | steps_per_s |"
     with (tmp_path / "sweep" / "results.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 2
 
@@ -49,5 +51,5 @@ def test_run_skip_and_collect(tmp_path, capsys, monkeypatch):
     sweep.main(argv)  # everything is done: nothing is trained again
     assert capsys.readouterr().out.count("done, skipped") == 2
 
-    rows = sweep.main(["rigid_body", "--out", str(tmp_path / "sweep"), "--grid", "lr-start=0.01,0.1", "--collect"])
+    rows = sweep.main(["rigid_body", "--out", str(tmp_path / "sweep"), "--grid", "seed=0,2", "--collect"])
     assert [r["status"] for r in rows] == ["done", "missing"]
