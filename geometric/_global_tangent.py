@@ -15,15 +15,15 @@ stores ``λ`` as an N×N matrix. Here ``λ`` is never formed:
   ``λ·cay(V) = cay(Ω)·λ`` with ``Ω = λVλᵀ = Ω(Y, W)``, ``W = λ V E``. So the frame update is the
   rotation ``Q = cay(Ω(Y, W))`` applied on the left, and a first moment held fixed in global
   coordinates is, in this representation, the N×p matrix ``M = λ [A_m; B_m]`` rotated by the
-  same ``Q`` each step — O(Np²) by the Woodbury form of :func:`rotate`. First moment, step and
-  iterates are Brantner's exactly.
+  same ``Q`` each step — O(Np²) by the low-rank form of :func:`rotate`. First moment, step and
+  frame update are Brantner's exactly.
 * The second moment of ``A`` (p×p, coordinates in the frame ``Y`` itself) is Brantner's exactly.
 * The elementwise second moment of ``B`` depends on the basis ``Y⊥`` of the complement, which
   GeometricMachineLearning.jl draws at random at initialisation; following it would need the
   N×(N−p) matrix ``Y⊥`` and an O(N²p) update per step. We keep instead, per column of ``B``,
-  the mean square over its N−p rows: this is the expectation of Brantner's ``B ⊙ B`` over a
-  Haar-random initial ``Y⊥``, it is invariant under the choice of complement basis, and it
-  needs ``(I - YYᵀ)Δ = Y⊥B`` only.
+  the mean square over its N−p rows: for the same gradients this is the expectation of
+  Brantner's ``B ⊙ B`` over a Haar-random ``Y⊥``, it does not depend on the choice of
+  complement basis, and it needs ``(I - YYᵀ)Δ = Y⊥B`` only.
 """
 from __future__ import annotations
 

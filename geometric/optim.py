@@ -9,9 +9,11 @@ any optax training loop, ``optax.chain`` (as the last transformation) and
 NamedTuples and arrays (checkpointable).
 
 Float32 drift. QR, polar and normalising retractions correct themselves every step. Rotations
-(Stiefel's ``"cayley"`` and ``"exp"``, and every ``manifold_adam`` step) carry rounding errors along;
-``stabilize_every=k`` re-projects those leaves onto the manifold (:meth:`project_point`) every
-``k`` updates, ``None`` (default) every 100, which keeps ``‖YᵀY − I‖`` at the level of a fresh QR.
+(Stiefel's ``"cayley"`` and ``"exp"``, and every ``manifold_adam`` step) carry rounding errors along:
+on St(256, 64), 10⁴ float32 Adam steps reach ``‖YᵀY − I‖_F ≈ 1.6e-5``. ``stabilize_every=k``
+re-projects manifold leaves (``project_point``, the polar factor) every ``k`` updates; the default
+``None`` does so every 100 updates for the leaves that need it, which keeps ``‖YᵀY − I‖_F`` below
+2e-6, the level of a fresh QR, at the cost of one O(np²) projection per 100 steps.
 """
 from __future__ import annotations
 
@@ -447,16 +449,19 @@ def manifold_adam(learning_rate: optax.ScalarOrSchedule, manifolds, b1: float = 
     where ``Â^M, B̃̂^M`` are the parts of ``M_t/(1 − β₁ᵗ)`` as for ``Δ``, ``v̂ = v/(1 − β₂ᵗ)``,
     ``Ω(Y, W) = (I − ½YYᵀ)WYᵀ − YWᵀ(I − ½YYᵀ)`` and ``cay(Ω) = (I − ½Ω)⁻¹(I + ½Ω)``. ``η_t, β₁, β₂,
     δ`` are ``learning_rate, b1, b2, eps`` (Brantner's defaults). ``Q_t`` is applied through the
-    N×2p factors of ``Ω`` (one 2p×2p solve, or a 3p+p block exponential), never as an N×N matrix,
-    and no complement ``Y⊥`` is stored.
+    N×2p factors of ``Ω`` (one 2p×2p solve for Cayley, ``φ`` of a 2p×2p matrix for exp), never as
+    an N×N matrix, and no complement ``Y⊥`` is stored: O(Np²) time and memory per step.
 
     Relation to Brantner's algorithm (GeometricMachineLearning.jl, which stores ``λ`` as an N×N
-    matrix and costs O(N³) per step): the iterates, the first moment and the second moment of
-    ``A`` are the same. ``M = λ[A_m; B_m]`` is the first moment held fixed in global coordinates,
-    since ``λ_{t+1} = λ_t cay(V_t) = Q_t λ_t``. The elementwise second moment of ``B`` depends on
-    the basis ``Y⊥``, which the reference draws at random; following it would need the
-    N×(N−p) matrix ``Y⊥`` and O(N²p) work per step. ``v^B`` here is its expectation over that
-    random basis — the mean square of each column of ``B`` — which does not depend on the basis.
+    matrix and costs O(N³) per step). ``M = λ[A_m; B_m]`` is his first moment, held fixed in
+    global coordinates, because ``λ_{t+1} = λ_t cay(V_t) = Q_t λ_t``; the step ``W = λVE``, the
+    frame update and the second moment of ``A`` (coordinates in the frame ``Y`` itself) are his
+    too. The one difference is the second moment of ``B``: his is elementwise in the basis
+    ``Y⊥``, which the reference draws at random, and following it would take the N×(N−p) matrix
+    ``Y⊥`` and O(N²p) work per step. ``v^B`` here is its average over that random basis — for the
+    same gradients, the mean square of each column of ``B`` — and does not depend on the basis.
+    With this ``v^B`` a dense implementation that stores ``λ`` gives the same iterates (to 1e-10
+    in the tests). State per leaf: ``M`` (shape of the parameter), ``v^A`` (p×p), ``v^B`` (p).
 
     Manifolds: :class:`~geometric.Stiefel` (the metric's Riemannian gradient is used; Adam's
     normalisation makes the canonical and Euclidean ones give the same step up to ``δ``),
