@@ -177,7 +177,8 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 # Flags that do not change the trained parameters may differ between a run and its resumption.
-_RESUME_INSENSITIVE = ("resume", "checkpoint_every", "log_every", "eval_every", "no_progress", "cache_dir", "log_dir")
+_RESUME_INSENSITIVE = ("resume", "checkpoint_every", "log_every", "eval_every", "no_progress", "cache_dir", "log_dir",
+                       "devices")
 
 
 def check_resumable(run_dir: Path, config: Mapping[str, Any], resume: bool) -> None:

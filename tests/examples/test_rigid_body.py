@@ -192,3 +192,17 @@ def test_evaluate_writes_plots_and_summary(runs, tmp_path, capsys):
         assert (out / f"{name}.png").stat().st_size > 1000
     assert json.loads((out / "summary.json").read_text())["n_steps"] == 500
     assert "rollout err" in capsys.readouterr().out
+
+
+def test_data_parallel_over_two_devices_matches_one(runs, tmp_path, cache_dir):
+    """``--devices 2`` (the suite runs with two CPU devices) trains to the single-device result."""
+    import jax
+
+    assert len(jax.devices()) >= 2
+    with contextlib.redirect_stdout(io.StringIO()):
+        summary = _train(tmp_path / "vpt2", cache_dir, "vpt", "--devices", "2")
+    np.testing.assert_allclose(summary["final_loss"], runs["vpt"][1]["final_loss"], rtol=1e-5)
+    with pytest.raises(ValueError, match=r"--batch-size \(31\) must be divisible by --devices \(2\)"):
+        train.data_parallel(2, 31)
+    with pytest.raises(ValueError, match="--devices must be between 1 and"):
+        train.data_parallel(len(jax.devices()) + 1, 32)
