@@ -63,7 +63,10 @@ class AbstractManifold(abc.ABC):
 
     @abc.abstractmethod
     def egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
-        """The Riemannian gradient: the tangent ``r`` with ``inner(x, r, ξ) = <g, ξ>`` for all tangent ``ξ``."""
+        """The Riemannian gradient of ``g``: the tangent ``r`` with ``inner(x, r, ξ) = <g, ξ>``.
+
+        The identity holds for every tangent ``ξ`` (the Riesz map of the metric).
+        """
 
     @abc.abstractmethod
     def inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:

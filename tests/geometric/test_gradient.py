@@ -52,11 +52,12 @@ def test_is_the_derivative_along_curves():
 
 def test_bad_trees():
     params, grads = params_and_grads()
-    with pytest.raises(ValueError, match=r"riemannian_gradient: `manifolds` must have the structure of `params`"):
-        geometric.riemannian_gradient(params, grads, {"heads": ST, "mlp": None})
-    with pytest.raises(ValueError, match=r"riemannian_gradient: `manifolds` must have the structure of `grads`"):
-        geometric.riemannian_gradient(params, {"heads": grads["heads"]}, {"heads": ST, "x": None, "mlp": None})
+    rgrad = geometric.riemannian_gradient
+    with pytest.raises(ValueError, match=r"`manifolds` must have the structure of `params`"):
+        rgrad(params, grads, {"heads": ST, "mlp": None})
+    with pytest.raises(ValueError, match=r"`manifolds` must have the structure of `grads`"):
+        rgrad(params, {"heads": grads["heads"]}, {"heads": ST, "x": None, "mlp": None})
     with pytest.raises(TypeError, match=r"the leaves of `manifolds` must be manifolds .* got str"):
-        geometric.riemannian_gradient(params, grads, {"heads": "stiefel", "x": None, "mlp": None})
+        rgrad(params, grads, {"heads": "stiefel", "x": None, "mlp": None})
     with pytest.raises(ValueError, match=r"egrad_to_rgrad: `x` must have shape \(\.\.\., 4\); got \(3, 6, 2\)"):
-        geometric.riemannian_gradient(params, grads, {"heads": SPHERE, "x": None, "mlp": None})
+        rgrad(params, grads, {"heads": SPHERE, "x": None, "mlp": None})

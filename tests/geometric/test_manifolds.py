@@ -249,7 +249,7 @@ def test_bad_construction():
         geometric.Stiefel(3, 4)
     with pytest.raises(ValueError, match=r"Stiefel: `metric` must be one of 'euclidean', 'canonical'"):
         geometric.Stiefel(5, 2, metric="riemann")
-    with pytest.raises(ValueError, match=r"Stiefel: `retraction` must be one of 'qr', 'polar', 'cayley', 'exp'"):
+    with pytest.raises(ValueError, match=r"`retraction` must be one of 'qr', 'polar', 'cayley', 'exp'"):
         geometric.Stiefel(5, 2, retraction="svd")
     with pytest.raises(TypeError, match=r"Stiefel: `n` must be an int; got float"):
         geometric.Stiefel(5.0, 2)
