@@ -141,8 +141,8 @@ def volume_preserving_attention(x: jax.Array, a, *, weighting: str = "skew") -> 
         \bar x = \Lambda \bar y + \bar M x A^T + \bar M^T x A, \qquad \bar A = \sum_b x_b^T \bar M_b x_b
 
     where ``M̄`` is ``C̄`` for the skew weighting (then projected, ``Ā ← (Ā - Āᵀ)/2``) and
-    ``tril(C̄ - C̄ᵀ, -1)/√d`` for the arbitrary one. ``C̄`` has rank ``≤ d``; the skew pullback
-    applies it through ``d × d`` products and never forms it.
+    ``tril(C̄ - C̄ᵀ, -1)/√d`` for the arbitrary one. ``C̄`` has rank ``≤ d``; for ``T > d`` the skew
+    pullback applies it through ``d × d`` products and never forms it.
 
     Args:
       x: shape ``(..., T, d)``, float32 or float64; any number of batch axes, any ``T`` and ``d``.
@@ -166,8 +166,8 @@ def volume_preserving_attention(x: jax.Array, a, *, weighting: str = "skew") -> 
       and ``A``. For the arbitrary weighting it is not: at the same samples det = -0.0073, 0.973,
       0.043, 0.447. There only ``x ↦ Λᵀ x`` at frozen ``Λ`` preserves volume, not the layer.
 
-      Residuals: ``x`` and ``Λ`` (``N = (I + Λ)/2``), besides the weight ``A`` itself; the pullback
-      forms no ``T × T`` matrix other than ``Λ`` for the skew weighting. One factorisation per
+      Residuals: ``x`` and ``Λ`` (``N = (I + Λ)/2``), besides the weight ``A`` itself; for the skew
+      weighting with ``T > d`` the pullback forms no other ``T × T`` matrix. One factorisation per
       sample: of ``I + C``, by the adjugate formula for ``T ≤ 4``
       (:func:`rules._small.closed_form_inv`) and LU otherwise; for the skew weighting with
       ``T > d``, of the ``d × d`` matrix ``I + xᵀx K`` instead (Woodbury identity, since ``C`` has
@@ -264,18 +264,27 @@ def attention_pullback(x, a, lam, y_bar, weighting):
     lam_y_bar = mm(lam, y_bar)
     u = (x + mm(T(lam), x)) / 2
     v = (y_bar + lam_y_bar) / 2
+    t, d = x.shape[-2:]
     batch = x.ndim > 2
     if weighting == "skew":
+        k = (a - T(a)) / 2
+    if weighting == "skew" and t > d:
         # With K skew, x̄ = Λȳ + (C̄ᵀ - C̄) x K and Ā = ½Σ xᵀ(C̄ - C̄ᵀ)x. As C̄ᵀ - C̄ = 2(u vᵀ - v uᵀ),
         # both go through G₁ = uᵀx and G₂ = vᵀx (d × d): O(T d²), no T × T matrix.
-        k = (a - T(a)) / 2
         g1, g2 = mm(T(u), x), mm(T(v), x)
         x_bar = lam_y_bar + 2 * mm(mm(u, g2) - mm(v, g1), k)
         m = batched_product(g1, g2, True, False, sum_batch=batch, precision=HIGHEST)
         return x_bar, T(m) - m
-    # The tril breaks the low rank: form M̄ = tril(C̄ - C̄ᵀ, -1)/√d = -2 tril(P - Pᵀ, -1)/√d, P = u vᵀ.
+    # Otherwise S = C̄ᵀ - C̄ = 2(P - Pᵀ), P = u vᵀ, is formed (T × T; for the arbitrary weighting the
+    # tril breaks the low rank).
     p = mm(u, T(v))
-    m_bar = (-2 / math.sqrt(x.shape[-1])) * tril(p - T(p), -1)
+    s = 2 * (p - T(p))
+    if weighting == "skew":
+        s_x = mm(s, x)
+        a_bar = batched_product(x, s_x, True, False, sum_batch=batch, precision=HIGHEST)
+        return lam_y_bar + mm(s_x, k), -a_bar / 2
+    # M̄ = tril(C̄ - C̄ᵀ, -1)/√d = -tril(S, -1)/√d is the cotangent of M = x A xᵀ.
+    m_bar = tril(s, -1) / -math.sqrt(d)
     m_bar_x, m_bar_t_x = mm(m_bar, x), mm(T(m_bar), x)
     x_bar = lam_y_bar + mm(m_bar_x, T(a)) + mm(m_bar_t_x, a)
     a_bar = batched_product(x, m_bar_x, True, False, sum_batch=batch, precision=HIGHEST)
