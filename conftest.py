@@ -1,5 +1,11 @@
-"""Strict JAX settings for the test suite (the library itself never touches jax.config)."""
-import jax
+"""Strict JAX settings for the test suite and doctests (the library itself never touches jax.config)."""
+import os
+
+# JAX's CPU LAPACK calls run on scipy's OpenBLAS; its threads thrash on a small shared machine
+# (a jitted QR loop measured 8 ms per iteration instead of 0.25 ms). Must precede importing jax.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")  # catches accidental broadcasting
