@@ -16,27 +16,25 @@ def _rand(shape, seed=0):
 
 
 def _reference_dense(cls, p, n):
-    """The dense matrix written out entry by entry (row-major lower-triangle packing)."""
-    w = jnp.zeros((n, n), p.dtype)
-    k = 0
+    """The dense matrix written out entry by entry (row-major lower-triangle packing), in NumPy."""
+    p, w, k = np.asarray(p), np.zeros((n, n)), 0
     for i in range(n):
         for j in range(i + 1 if cls is rules.Symmetric else i):
             if cls is rules.StrictlyUpper:
-                w = w.at[j, i].set(p[k])
+                w[j, i] = p[k]
             else:
-                w = w.at[i, j].set(p[k])
+                w[i, j] = p[k]
                 if cls is rules.SkewSymmetric:
-                    w = w.at[j, i].set(-p[k])
-                elif cls is rules.Symmetric and i != j:
-                    w = w.at[j, i].set(p[k])
+                    w[j, i] = -p[k]
+                elif cls is rules.Symmetric:
+                    w[j, i] = p[k]
             k += 1
-    return w
+    return jnp.asarray(w)
 
 
 def _exact_packed_gradient(cls, w_bar):
     """math.md §4: the exact derivative, read off the dense cotangent."""
-    n = w_bar.shape[-1]
-    out = []
+    w_bar, n, out = np.asarray(w_bar), w_bar.shape[-1], []
     for i in range(n):
         for j in range(i + 1 if cls is rules.Symmetric else i):
             if cls is rules.StrictlyLower:
@@ -47,7 +45,7 @@ def _exact_packed_gradient(cls, w_bar):
                 out.append(w_bar[i, j] - w_bar[j, i])
             else:
                 out.append(w_bar[i, j] + (w_bar[j, i] if i != j else 0.0))
-    return jnp.stack(out)
+    return np.array(out)
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=IDS)
@@ -128,11 +126,20 @@ def _paths(cls, n):
 def test_packed_gradient_convention_on_every_path(cls):
     n = 3
     p = _rand((cls.packed_size(n),), 5)
-    for name, (f, f_dense) in _paths(cls, n).items():
-        y_bar = _rand(jax.eval_shape(f_dense, _reference_dense(cls, p, n)).shape, 6)
-        got = jax.grad(lambda w: jnp.sum(f(w) * y_bar))(cls(p, n)).packed
-        # The dense cotangent from plain jnp autodiff, packed by the formula of math.md §4.
-        w_bar = jax.grad(lambda d: jnp.sum(f_dense(d) * y_bar))(_reference_dense(cls, p, n))
+    dense = _reference_dense(cls, p, n)
+    paths = _paths(cls, n)
+    y_bars = {name: _rand(jax.eval_shape(f_dense, dense).shape, 6) for name, (_, f_dense) in
+              paths.items()}
+
+    @jax.jit
+    def gradients(p, dense):
+        # Per path: the packed gradient through the library, and the dense cotangent from plain
+        # jnp autodiff (packed below by the formula of math.md §4).
+        return {name: (jax.grad(lambda p: jnp.sum(f(cls(p, n)) * y_bars[name]))(p),
+                       jax.grad(lambda d: jnp.sum(f_dense(d) * y_bars[name]))(dense))
+                for name, (f, f_dense) in paths.items()}
+
+    for name, (got, w_bar) in gradients(p, dense).items():
         np.testing.assert_allclose(got, _exact_packed_gradient(cls, w_bar), rtol=1e-12,
                                    atol=1e-12, err_msg=name)
 
