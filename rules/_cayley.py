@@ -138,7 +138,8 @@ def volume_preserving_attention(x: jax.Array, a, *, weighting: str = "skew") -> 
 
     .. math::
         \bar C = -2 N^T x\, \bar y^T N^T = -2\, u v^T, \quad u = N^T x,\ v = N \bar y, \qquad
-        \bar x = \Lambda \bar y + \bar M x A^T + \bar M^T x A, \qquad \bar A = \sum_b x_b^T \bar M_b x_b
+        \bar x = \Lambda \bar y + \bar M x A^T + \bar M^T x A, \qquad
+        \bar A = \sum_b x_b^T \bar M_b x_b
 
     where ``M̄`` is ``C̄`` for the skew weighting (then projected, ``Ā ← (Ā - Āᵀ)/2``) and
     ``tril(C̄ - C̄ᵀ, -1)/√d`` for the arbitrary one. ``C̄`` has rank ``≤ d``; for ``T > d`` the skew
@@ -256,7 +257,7 @@ def _attention_fwd(x, a, weighting):
 
 
 def attention_pullback(x, a, lam, y_bar, weighting):
-    """``(x̄, Ā)`` of ``y = Λᵀ x``, ``Λ = Cay(C(x, A))`` from the residuals ``x``, ``Λ`` (and ``A``).
+    """``(x̄, Ā)`` of ``y = Λᵀ x``, ``Λ = Cay(C(x, A))``, from the residuals ``x``, ``Λ`` and ``A``.
 
     Derivation (math.md §5, in the ``(T, d)`` layout): ``Λ̄ = x ȳᵀ`` and
     ``C̄ = -2 Nᵀ Λ̄ Nᵀ = -2 u vᵀ`` with ``u = Nᵀ x = (x + Λᵀ x)/2`` and ``v = N ȳ = (ȳ + Λ ȳ)/2``.
@@ -269,14 +270,15 @@ def attention_pullback(x, a, lam, y_bar, weighting):
     if weighting == "skew":
         k = (a - T(a)) / 2
     if weighting == "skew" and t > d:
-        # With K skew, x̄ = Λȳ + (C̄ᵀ - C̄) x K and Ā = ½Σ xᵀ(C̄ - C̄ᵀ)x. As C̄ᵀ - C̄ = 2(u vᵀ - v uᵀ),
-        # both go through G₁ = uᵀx and G₂ = vᵀx (d × d): O(T d²), no T × T matrix.
+        # With K skew, x̄ = Λȳ + (C̄ᵀ - C̄) x K and Ā = ½Σ xᵀ(C̄ - C̄ᵀ)x. As
+        # C̄ᵀ - C̄ = 2(u vᵀ - v uᵀ), both go through G₁ = uᵀx and G₂ = vᵀx (d × d): O(T d²), no
+        # T × T matrix.
         g1, g2 = mm(T(u), x), mm(T(v), x)
         x_bar = lam_y_bar + 2 * mm(mm(u, g2) - mm(v, g1), k)
         m = batched_product(g1, g2, True, False, sum_batch=batch, precision=HIGHEST)
         return x_bar, T(m) - m
-    # Otherwise S = C̄ᵀ - C̄ = 2(P - Pᵀ), P = u vᵀ, is formed (T × T; for the arbitrary weighting the
-    # tril breaks the low rank).
+    # Otherwise S = C̄ᵀ - C̄ = 2(P - Pᵀ), P = u vᵀ, is formed (T × T; for the arbitrary weighting
+    # the tril breaks the low rank).
     p = mm(u, T(v))
     s = 2 * (p - T(p))
     if weighting == "skew":
@@ -382,8 +384,8 @@ def _check_feedforward(x, weight, bias):
     check_array(fname, "weight.packed", weight.packed, dtypes=_REAL_DTYPES)
     if x.ndim < 1 or x.shape[-1] != weight.n or weight.packed.ndim != 1:
         raise ValueError(f"{fname}: `x` of shape {tuple(x.shape)} must be (..., d) with d = "
-                         f"weight.n = {weight.n}, and `weight` a single matrix; got weight of shape "
-                         f"{weight.shape}.")
+                         f"weight.n = {weight.n}, and `weight` a single matrix; got weight of "
+                         f"shape {weight.shape}.")
     dtypes = [x, weight.packed]
     if bias is not None:
         check_array(fname, "bias", bias, dtypes=_REAL_DTYPES)

@@ -15,8 +15,8 @@ respect to the stored entries (math.md §4): with ``W̄`` the cotangent of the d
 
 Every code path (``.dense()``, :func:`rules.mat_tensor_mul`, :func:`rules.tensor_mat_mul`,
 :func:`rules.volume_preserving_feedforward`) goes through ``.dense()``, whose pullback is
-:func:`pack_cotangent`, so the packed gradient is the same on all of them. (GeometricMachineLearning.jl
-halves the skew/symmetric gradient on one path and not on another.)
+:func:`pack_cotangent`, so the packed gradient is the same on all of them.
+(GeometricMachineLearning.jl halves the skew/symmetric gradient on one path and not on another.)
 """
 from __future__ import annotations
 

@@ -39,8 +39,8 @@ __all__ = ["tensor_tensor_mul", "tensor_transpose_tensor_mul", "mat_tensor_mul",
 def batched_product(x, y, tx: bool, ty: bool, *, sum_batch: bool = False, precision=None):
     """``op(X) @ op(Y)`` for tensors or shared matrices, by one ``lax.dot_general``.
 
-    ``x`` and ``y`` have shapes ``(..., r, c)`` or ``(r, c)``; ``tx``/``ty`` transpose their last two
-    axes. If both have batch axes (the same ones) and ``sum_batch`` is set, the batch axes are
+    ``x`` and ``y`` have shapes ``(..., r, c)`` or ``(r, c)``; ``tx``/``ty`` transpose their last
+    two axes. If both have batch axes (the same ones) and ``sum_batch`` is set, the batch axes are
     contracted too: the result is ``Σ_b op(X_b) op(Y_b)``, shape ``(m, n)``.
     """
     nx, ny = x.ndim - 2, y.ndim - 2
@@ -68,7 +68,10 @@ def _product_fwd(x, y, tx, ty):
 
 
 def product_pullback(x, y, tx: bool, ty: bool, c_bar):
-    """Cotangents ``(X̄, Ȳ)`` of ``C = op(X) op(Y)`` (module docstring); shared ones summed over the batch."""
+    """Cotangents ``(X̄, Ȳ)`` of ``C = op(X) op(Y)`` (module docstring).
+
+    The cotangent of a shared matrix is contracted over the batch axes in the same dot_general.
+    """
     batched = c_bar.ndim > 2
     sum_x, sum_y = batched and x.ndim == 2, batched and y.ndim == 2
     if tx:
@@ -119,15 +122,16 @@ def _prepare(fname, x, y):
             v = v.dense()
         check_matrix(fname, name, v)
         if i == shared and v.ndim != 2:
-            raise ValueError(f"{fname}: `{name}` must be a matrix of shape {shapes[i]} without batch "
-                             f"axes (it is shared by every slice); got {tuple(v.shape)}.")
+            raise ValueError(f"{fname}: `{name}` must be a matrix of shape {shapes[i]} without "
+                             f"batch axes (it is shared by every slice); got {tuple(v.shape)}.")
         operands.append(v)
     x, y = operands
     kx = x.shape[-2] if tx else x.shape[-1]
     batch_mismatch = shared is None and x.shape[:-2] != y.shape[:-2]
     if kx != y.shape[-2] or batch_mismatch:
-        raise ValueError(f"{fname}: `{names[0]}` of shape {tuple(x.shape)} and `{names[1]}` of shape "
-                         f"{tuple(y.shape)} do not match; expected {shapes[0]} and {shapes[1]}.")
+        raise ValueError(f"{fname}: `{names[0]}` of shape {tuple(x.shape)} and `{names[1]}` of "
+                         f"shape {tuple(y.shape)} do not match; expected {shapes[0]} and "
+                         f"{shapes[1]}.")
     dtype = jnp.result_type(x, y)
     return (*match_varying(x.astype(dtype), y.astype(dtype)), tx)  # shard_map: rules/_utils.py
 
@@ -254,8 +258,8 @@ def tensor_mat_mul(a: jax.Array, w) -> jax.Array:
 
     Examples:
       >>> import jax, jax.numpy as jnp, rules
-      >>> a = jnp.ones((4, 2, 3), jnp.float32)
-      >>> jax.grad(lambda w: rules.tensor_mat_mul(a, w).sum())(jnp.eye(3, dtype=jnp.float32))  # Σ_b A_bᵀ 1
+      >>> a, w = jnp.ones((4, 2, 3), jnp.float32), jnp.eye(3, dtype=jnp.float32)
+      >>> jax.grad(lambda w: rules.tensor_mat_mul(a, w).sum())(w)  # Σ_b A_bᵀ 1
       Array([[8., 8., 8.],
              [8., 8., 8.],
              [8., 8., 8.]], dtype=float32)
