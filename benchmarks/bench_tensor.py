@@ -82,7 +82,10 @@ def _attention_table(quick: bool) -> Table:
             ours = jax.grad(loss(rules.volume_preserving_attention), argnums=(0, 1))
             theirs = jax.grad(loss(plain_attention), argnums=(0, 1))
             ours_jit, theirs_jit = jax.jit(ours), jax.jit(theirs)
-            _assert_close(ours_jit(x, a), theirs_jit(x, a), f"attention {weighting} {batch, t, d}")
+            # Agreement in float64: at (16, 256, 64) I + C is ill-conditioned enough that two
+            # correct float32 gradients differ by ~1e-2.
+            x64, a64 = x.astype(jnp.float64), a.astype(jnp.float64)
+            _assert_close(ours_jit(x64, a64), theirs_jit(x64, a64), f"attention {weighting} {batch, t, d}")
             t_ours, t_jax = _timed_pair(ours_jit, theirs_jit, (x, a), repeats, rounds)
             table.rows.append([weighting, f"({batch}, {t}, {d})", fmt_time(t_ours),
                                fmt_time(t_jax), f"{t_ours / t_jax:.2f}",
