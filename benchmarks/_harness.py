@@ -93,4 +93,5 @@ def machine_info() -> str:
         pass
     return (f"{cpu}; {os.cpu_count()} cores; Python {platform.python_version()}; "
             f"jax {jax.__version__}; backend {jax.default_backend()}; "
-            f"devices {len(jax.devices())}")
+            f"devices {len(jax.devices())}; "
+            f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
