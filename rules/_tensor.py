@@ -70,10 +70,17 @@ def _product_fwd(x, y, tx, ty):
 def product_pullback(x, y, tx: bool, ty: bool, c_bar):
     """Cotangents ``(X̄, Ȳ)`` of ``C = op(X) op(Y)`` (module docstring).
 
-    The cotangent of a shared matrix is contracted over the batch axes in the same dot_general.
+    With a shared matrix operand the formulas are used as written, and the shared cotangent is
+    contracted over the batch axes in the same ``dot_general``. With two batched operands both
+    cotangents put ``C̄`` on the left, ``C̄ op(Y)ᵀ`` and ``C̄ᵀ op(X)``, and are transposed where
+    needed (as JAX's own transpose of ``dot_general`` does). Each choice is the faster one on XLA's
+    CPU dot (measured, float32).
     """
-    batched = c_bar.ndim > 2
-    sum_x, sum_y = batched and x.ndim == 2, batched and y.ndim == 2
+    if x.ndim > 2 and y.ndim > 2:
+        x_bar = batched_product(c_bar, y, False, not ty, precision=HIGHEST)
+        y_bar = batched_product(c_bar, x, True, tx, precision=HIGHEST)
+        return (T(x_bar) if tx else x_bar), (y_bar if ty else T(y_bar))
+    sum_x, sum_y = x.ndim < c_bar.ndim, y.ndim < c_bar.ndim
     if tx:
         x_bar = batched_product(y, c_bar, ty, True, sum_batch=sum_x, precision=HIGHEST)
     else:
