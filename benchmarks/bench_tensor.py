@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -34,13 +35,14 @@ def _fmt_bytes(n: int | None) -> str:
 def _timed_pair(ours, theirs, args, repeats, rounds):
     """Medians of both functions, measured alternately ``rounds`` times; the best of each.
 
-    Other processes share the CPU: alternating and keeping the best round cancels slow phases.
+    Other processes share the CPU: alternating (each function goes first every other round) and
+    keeping the best round cancels slow phases and order effects.
     """
-    t_ours, t_theirs = math.inf, math.inf
-    for _ in range(rounds):
-        t_ours = min(t_ours, median_time(ours, *args, repeats=repeats))
-        t_theirs = min(t_theirs, median_time(theirs, *args, repeats=repeats))
-    return t_ours, t_theirs
+    best = {ours: math.inf, theirs: math.inf}
+    for r in range(rounds):
+        for fn in ((ours, theirs) if r % 2 == 0 else (theirs, ours)):
+            best[fn] = min(best[fn], median_time(fn, *args, repeats=repeats))
+    return best[ours], best[theirs]
 
 
 def _assert_close(got, want, what):
@@ -69,7 +71,7 @@ def plain_attention(x, a, weighting):
 
 def _attention_table(quick: bool) -> Table:
     sizes = [(1024, 3, 3), (32, 16, 8)] if quick else [(16384, 3, 3), (256, 32, 16), (16, 256, 64)]
-    repeats, rounds = (3, 1) if quick else (15, 3)
+    repeats, rounds = (3, 1) if quick else (15, 4)
     table = Table("Volume-preserving attention gradient (float32)",
                   ["weighting", "(batch, T, d)", "our gradient", "JAX gradient", "ratio ours/JAX",
                    "temp memory ours", "temp memory JAX"])
@@ -96,6 +98,10 @@ def _attention_table(quick: bool) -> Table:
         "JAX's column differentiates the layer written with `jnp` ops and `jnp.linalg.inv`.",
         "Goal: ratio ≤ 0.75 at every size and ≤ 0.5 at the rigid-body size (16384, 3, 3), with no "
         "more temporary memory than JAX (XLA's `memory_analysis().temp_size_in_bytes`).",
+        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}: jaxlib's CPU "
+        "LAPACK (OpenBLAS) triangular solves slow down 100× or more when its threads compete for "
+        "a busy CPU; both columns use them (JAX's twice as many), so set it to 1 on shared "
+        "machines.",
     ]
     return table
 
@@ -122,7 +128,7 @@ _PRODUCTS = {
 def _tensor_table(quick: bool) -> Table:
     sizes = [(256, 3, 3, 3), (16, 16, 16, 16)] if quick else [
         (16384, 3, 3, 3), (1024, 32, 32, 32), (64, 128, 128, 128)]
-    repeats, rounds = (3, 1) if quick else (15, 3)
+    repeats, rounds = (3, 1) if quick else (15, 4)
     table = Table("Batched tensor products (float32)",
                   ["op", "(batch, m, k, n)", "forward", "our gradient", "JAX gradient",
                    "ratio ours/JAX", "pullback/forward"])
@@ -148,6 +154,9 @@ def _tensor_table(quick: bool) -> Table:
         "Gradient of `Σ C̄ ⊙ op(A, B)` with respect to every operand; JAX's column differentiates "
         "`jnp.matmul`/`jnp.einsum`. A matrix operand of shape (m, k) or (k, n) is shared by the "
         "batch. Goals: ratio ≤ 1.1, pullback/forward ≤ 2.5 (2 is the flop ratio).",
+        "On XLA:CPU the pullback's GEMMs with a transposed operand, and the long batch "
+        "contraction of a shared matrix's cotangent, run up to 2× slower per flop than the "
+        "forward's plain GEMM; JAX's own pullback is as slow or slower (see the ratio column).",
     ]
     return table
 
