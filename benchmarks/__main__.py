@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pathlib
 import time
 
-import jax
+# JAX's CPU LAPACK calls run on scipy's OpenBLAS, whose threads thrash on a small shared machine;
+# one thread makes timings reproducible. Must precede importing jax; an explicit value wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import jax  # noqa: E402
 
 from ._harness import machine_info
 
