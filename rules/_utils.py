@@ -15,7 +15,9 @@ __all__: list[str] = []
 # quietly spoil a derivative (as jax/_src/lax/linalg.py does in its JVP rules).
 HIGHEST = lax.Precision.HIGHEST
 
-LINALG_DTYPES = (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
+REAL_DTYPES = (jnp.float32, jnp.float64)
+INEXACT_DTYPES = (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
+LINALG_DTYPES = INEXACT_DTYPES
 
 
 # Up to this size a batched matrix product is written as a sum of outer products. XLA's CPU dot
@@ -45,6 +47,11 @@ def T(x: jax.Array) -> jax.Array:
 
 
 def H(x: jax.Array) -> jax.Array:
+    """Conjugate transpose of the last two axes (a plain transpose for real dtypes)."""
+    return conj(jnp.swapaxes(x, -1, -2))
+
+
+def mH(x: jax.Array) -> jax.Array:
     """Conjugate transpose of the last two axes (a plain transpose for real dtypes)."""
     return conj(jnp.swapaxes(x, -1, -2))
 

@@ -1,0 +1,29 @@
+"""Helpers shared by :mod:`rules` and :mod:`geometric`: semi-public, like ``equinox.internal``.
+
+These are the building blocks the library's own rules and manifolds are written with. They are
+documented and tested, and ``geometric`` imports them from here (never from a private module of
+``rules``). They are public enough for users who write rules or manifolds of their own, but their
+signatures may change between minor versions; the stable API is ``rules`` and ``geometric``.
+
+Everything works on batch-leading arrays ``(..., m, n)``:
+
+* :func:`mm`: batched matrix product at full precision (unrolled for tiny matrices);
+* :func:`mH`: conjugate transpose of the last two axes (``x.mT`` is the plain transpose);
+* :func:`eye_like`: identity matrices of a batch's shape and dtype;
+* :func:`check_array`, :func:`check_matrix`: trace-time input checks whose messages name the
+  function, the argument, the expected shape or dtype and what was given;
+* :func:`match_varying`: make operands vary over the same ``shard_map`` mesh axes;
+* ``HIGHEST``, ``REAL_DTYPES``, ``INEXACT_DTYPES``: the precision and dtype sets the checks use.
+"""
+from ._utils import HIGHEST as HIGHEST
+from ._utils import INEXACT_DTYPES as INEXACT_DTYPES
+from ._utils import REAL_DTYPES as REAL_DTYPES
+from ._utils import check_array as check_array
+from ._utils import check_matrix as check_matrix
+from ._utils import eye_like as eye_like
+from ._utils import match_varying as match_varying
+from ._utils import mH as mH
+from ._utils import mm as mm
+
+__all__ = ["HIGHEST", "INEXACT_DTYPES", "REAL_DTYPES", "check_array", "check_matrix", "eye_like",
+           "mH", "match_varying", "mm"]

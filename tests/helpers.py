@@ -1,0 +1,43 @@
+"""Helpers shared by the test modules: random arrays, relative errors, finite differences.
+
+Import as ``from tests.helpers import rand, rel_err`` (the repository root is on pytest's path).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def rand(shape, seed: int = 0, dtype=jnp.float64, scale: float = 1.0) -> jax.Array:
+    """Standard normal entries (real and imaginary parts for complex ``dtype``), times ``scale``."""
+    rng = np.random.default_rng(seed)
+    x = scale * rng.standard_normal(shape)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        x = x + 1j * scale * rng.standard_normal(shape)
+    return jnp.asarray(x, dtype)
+
+
+def spd(shape, seed: int = 0, dtype=jnp.float64) -> jax.Array:
+    """Well-conditioned symmetric (Hermitian) positive definite matrices ``G Gᴴ/n + I``."""
+    g = rand(shape, seed, dtype)
+    n = shape[-1]
+    return g @ jnp.conj(jnp.swapaxes(g, -1, -2)) / n + jnp.eye(n, dtype=dtype)
+
+
+def rel_err(a, b) -> float:
+    """``max |a - b| / max |b|`` over every leaf of two pytrees (in float64)."""
+    worst = 0.0
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        x, y = np.asarray(x), np.asarray(y)
+        worst = max(worst, float(np.max(np.abs(x - y), initial=0.0)
+                                 / max(float(np.max(np.abs(y), initial=0.0)), 1e-300)))
+    return worst
+
+
+def central_difference(f: Callable, x, direction, eps: float = 1e-6):
+    """``(f(x + εd) - f(x - εd)) / 2ε`` for a pytree-valued ``f`` of one array."""
+    plus, minus = f(x + eps * direction), f(x - eps * direction)
+    return jax.tree_util.tree_map(lambda p, m: (p - m) / (2 * eps), plus, minus)
