@@ -13,7 +13,7 @@ import operator
 import jax
 import jax.numpy as jnp
 
-from rules._utils import check_array
+from rules.internal import check_array
 
 __all__ = ["AbstractManifold"]
 

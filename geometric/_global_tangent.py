@@ -30,7 +30,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rules._utils import T, mm
+from rules.internal import mm
+
+
+def T(x):  # noqa: N802 (replaced by the geometric rework)
+    return x.mT
 
 from ._grassmann import Grassmann
 from ._orthogonal import Orthogonal

@@ -25,7 +25,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from rules._utils import T, mm
+from rules.internal import mm
+
+
+def T(x):  # noqa: N802 (replaced by the geometric rework)
+    return x.mT
 
 from ._base import AbstractManifold, check_choice, check_random_dtype, check_size
 

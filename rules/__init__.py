@@ -1,42 +1,51 @@
-"""Hand-written pullbacks for linear algebra and structure-preserving layers in JAX.
+"""Explicit derivative rules for linear algebra and structure-preserving layers in JAX.
 
-Every rule is a ``jax.custom_vjp`` whose backward pass is derived from the math, with an explicit
-pushforward available through :func:`rules.frule`.
+Every rule has a forward, an explicit pushforward and an explicit pullback
+(:class:`rules.internal.Rule`): ``jax.jvp``/``jax.jacfwd``/``jax.linearize`` run the pushforward,
+``jax.grad``/``jax.vjp`` the pullback, and every composition of transformations works.
 """
+from . import internal as internal
 from . import testing as testing
-from ._cayley import cayley as cayley
-from ._cayley import volume_preserving_attention as volume_preserving_attention
-from ._cayley import volume_preserving_feedforward as volume_preserving_feedforward
-from ._linalg import inv as inv
-from ._linalg import lq as lq
-from ._linalg import qr as qr
-from ._rrule import frule as frule
-from ._rrule import register_frule as register_frule
-from ._rrule import rrule as rrule
-from ._structured import SkewSymmetric as SkewSymmetric
-from ._structured import StrictlyLower as StrictlyLower
-from ._structured import StrictlyUpper as StrictlyUpper
-from ._structured import Symmetric as Symmetric
-from ._tensor import mat_tensor_mul as mat_tensor_mul
-from ._tensor import tensor_mat_mul as tensor_mat_mul
-from ._tensor import tensor_tensor_mul as tensor_tensor_mul
-from ._tensor import tensor_transpose as tensor_transpose
-from ._tensor import tensor_transpose_mat_mul as tensor_transpose_mat_mul
-from ._tensor import tensor_transpose_tensor_mul as tensor_transpose_tensor_mul
+from ._core.rrule import frule as frule
+from ._core.rrule import register_frule as register_frule
+from ._core.rrule import rrule as rrule
+from ._layers.attention import volume_preserving_attention as volume_preserving_attention
+from ._layers.feedforward import volume_preserving_feedforward as volume_preserving_feedforward
+from ._linalg.dense import inv as inv
+from ._linalg.matfun import cayley as cayley
+from ._linalg.qr import LQResult as LQResult
+from ._linalg.qr import QRResult as QRResult
+from ._linalg.qr import lq as lq
+from ._linalg.qr import qr as qr
+from ._tensor.products import mat_tensor_mul as mat_tensor_mul
+from ._tensor.products import tensor_mat_mul as tensor_mat_mul
+from ._tensor.products import tensor_tensor_mul as tensor_tensor_mul
+from ._tensor.products import tensor_transpose as tensor_transpose
+from ._tensor.products import tensor_transpose_mat_mul as tensor_transpose_mat_mul
+from ._tensor.products import tensor_transpose_tensor_mul as tensor_transpose_tensor_mul
+from ._tensor.structured import SkewSymmetric as SkewSymmetric
+from ._tensor.structured import StrictlyLower as StrictlyLower
+from ._tensor.structured import StrictlyUpper as StrictlyUpper
+from ._tensor.structured import Symmetric as Symmetric
+
+__version__ = "0.2.0.dev0"
 
 __all__ = [
+    "LQResult",
+    "QRResult",
+    "SkewSymmetric",
+    "StrictlyLower",
+    "StrictlyUpper",
+    "Symmetric",
     "cayley",
     "frule",
+    "internal",
     "inv",
     "lq",
     "mat_tensor_mul",
     "qr",
     "register_frule",
     "rrule",
-    "SkewSymmetric",
-    "StrictlyLower",
-    "StrictlyUpper",
-    "Symmetric",
     "tensor_mat_mul",
     "tensor_tensor_mul",
     "tensor_transpose",

@@ -7,6 +7,8 @@ signatures may change between minor versions; the stable API is ``rules`` and ``
 
 Everything works on batch-leading arrays ``(..., m, n)``:
 
+* :class:`Rule`: the mechanism every rule of the library is defined with (a forward, an explicit
+  pushforward and an explicit pullback, for every JAX transformation);
 * :func:`mm`: batched matrix product at full precision (unrolled for tiny matrices);
 * :func:`mH`: conjugate transpose of the last two axes (``x.mT`` is the plain transpose);
 * :func:`eye_like`: identity matrices of a batch's shape and dtype;
@@ -15,15 +17,16 @@ Everything works on batch-leading arrays ``(..., m, n)``:
 * :func:`match_varying`: make operands vary over the same ``shard_map`` mesh axes;
 * ``HIGHEST``, ``REAL_DTYPES``, ``INEXACT_DTYPES``: the precision and dtype sets the checks use.
 """
-from ._utils import HIGHEST as HIGHEST
-from ._utils import INEXACT_DTYPES as INEXACT_DTYPES
-from ._utils import REAL_DTYPES as REAL_DTYPES
-from ._utils import check_array as check_array
-from ._utils import check_matrix as check_matrix
-from ._utils import eye_like as eye_like
-from ._utils import match_varying as match_varying
-from ._utils import mH as mH
-from ._utils import mm as mm
+from ._core.arrays import HIGHEST as HIGHEST
+from ._core.arrays import eye_like as eye_like
+from ._core.arrays import mH as mH
+from ._core.arrays import mm as mm
+from ._core.checks import INEXACT_DTYPES as INEXACT_DTYPES
+from ._core.checks import REAL_DTYPES as REAL_DTYPES
+from ._core.checks import check_array as check_array
+from ._core.checks import check_matrix as check_matrix
+from ._core.rule import Rule as Rule
+from ._core.sharding import match_varying as match_varying
 
-__all__ = ["HIGHEST", "INEXACT_DTYPES", "REAL_DTYPES", "check_array", "check_matrix", "eye_like",
-           "mH", "match_varying", "mm"]
+__all__ = ["HIGHEST", "INEXACT_DTYPES", "REAL_DTYPES", "Rule", "check_array", "check_matrix",
+           "eye_like", "mH", "match_varying", "mm"]

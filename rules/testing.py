@@ -8,8 +8,10 @@ What ``ChainRulesTestUtils.test_rrule`` does for Julia, for JAX rules (ours and 
   for complex inputs both the real and the imaginary direction are checked;
 * the returned cotangents must have the structure, shape and dtype of the arguments;
 * ``jax.jit(f)`` and ``jax.vmap(f)`` must give the same values and cotangents as ``f``;
-* where :func:`rules.frule` knows ``f``, the pushforward is checked against finite differences and
-  against the pullback through the dot-product identity ``<ȳ, ẏ> = <x̄, ẋ>``.
+* forward mode (``jax.jvp``, which runs a rule's explicit pushforward) is checked against finite
+  differences and against the pullback through the dot-product identity ``<ȳ, J ẋ> = <Jᵀȳ, ẋ>``,
+  under ``jit`` and ``vmap`` too — for every function that has forward mode (all but an
+  :func:`rules.rrule` without a registered pushforward).
 
 JAX's convention for complex cotangents is used throughout: the cotangent pairs with a tangent
 through ``Re Σ x̄ ⊙ ẋ`` (no conjugation), so ``x̄ = ∂φ/∂Re x - i ∂φ/∂Im x``.
@@ -27,9 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._rrule import _PUSHFORWARDS, has_frule
+from ._core.rrule import _user_rule
 
-__all__ = ["check_rrule", "check_frule"]
+__all__ = ["check_frule", "check_rrule"]
 
 
 def _is_array(x) -> bool:
@@ -101,8 +103,8 @@ class _Problem:
     def arrays(self) -> list:
         return [self.leaves[i] for i in self.array_idx]
 
-    def value_and_pullback(self, arrays, out_bar):
-        """``(f(args), x̄)`` as a function of every array leaf and the output cotangent."""
+    def _of_diff_given(self, arrays):
+        """``f`` of the differentiable leaves, the other array leaves taken from ``arrays``."""
         diff_pos = [self.array_idx.index(i) for i in self.diff_idx]
 
         def of_diff(*diff):
@@ -111,8 +113,18 @@ class _Problem:
                 full[p] = d
             return self.of_arrays(*full)
 
-        out, vjp_fn = jax.vjp(of_diff, *[arrays[p] for p in diff_pos])
+        return of_diff, [arrays[p] for p in diff_pos]
+
+    def value_and_pullback(self, arrays, out_bar):
+        """``(f(args), x̄)`` as a function of every array leaf and the output cotangent."""
+        of_diff, diff = self._of_diff_given(arrays)
+        out, vjp_fn = jax.vjp(of_diff, *diff)
         return out, vjp_fn(out_bar)
+
+    def value_and_pushforward(self, arrays, diff_tangents):
+        """``(f(args), J ẋ)`` by ``jax.jvp``, as a function of every array leaf and the tangents."""
+        of_diff, diff = self._of_diff_given(arrays)
+        return jax.jvp(of_diff, tuple(diff), tuple(diff_tangents))
 
 
 def _central_difference(phi: Callable, x: jax.Array, direction: jax.Array, eps: float):
@@ -272,8 +284,9 @@ def check_rrule(f: Callable, *args, fkwargs: dict | None = None, rtol: float = 1
         if check_vmap:
             _check_vmap(problem, value_and_pullback, rng, vmap_spread)
 
-        if has_frule(f):
-            _check_pushforward(problem, rng, rtol, atol, eps, out_bar=out_bar, cotangents=cotangents)
+        _check_pushforward(problem, rng, rtol, atol, eps, out_bar=out_bar, cotangents=cotangents,
+                           check_jit=check_jit, check_vmap=check_vmap, vmap_spread=vmap_spread,
+                           required=False)
 
 
 def _check_vmap(problem: _Problem, value_and_pullback: Callable, rng: np.random.Generator,
@@ -293,27 +306,30 @@ def _check_vmap(problem: _Problem, value_and_pullback: Callable, rng: np.random.
 
 
 def _check_pushforward(problem: _Problem, rng: np.random.Generator, rtol: float, atol: float,
-                       eps: float, out_bar=None, cotangents=None) -> None:
-    f = problem.f
-    name = getattr(f, "__name__", repr(f))
+                       eps: float, out_bar=None, cotangents=None, check_jit: bool = True,
+                       check_vmap: bool = True, vmap_spread: float = 1e-2,
+                       required: bool = True) -> None:
+    """``jax.jvp`` of ``f`` against finite differences, the pullback, ``jit`` and ``vmap``.
+
+    Unless ``required``, a function without forward mode (one that calls an ``rrule`` with a
+    pullback only) is skipped.
+    """
+    name = getattr(problem.f, "__name__", repr(problem.f))
     diff_tangents = [_random_like(rng, x) for x in problem.diff_leaves]
-
-    def push(arrays, diff_tangents):
-        tangent_leaves = [None] * len(problem.leaves)
-        for i, t in zip(problem.diff_idx, diff_tangents):
-            tangent_leaves[i] = t
-        primals = problem.args_with(dict(zip(problem.array_idx, arrays)))
-        tangents = jax.tree_util.tree_unflatten(problem.treedef, tangent_leaves)
-        return _PUSHFORWARDS[f](tuple(primals), tuple(tangents), **problem.fkwargs)
-
-    out, out_dot = jax.jit(push)(problem.arrays, diff_tangents)
+    value_and_pushforward = jax.jit(problem.value_and_pushforward)
+    try:
+        out, out_dot = value_and_pushforward(problem.arrays, diff_tangents)
+    except TypeError as e:
+        if required or not ("forward-mode" in str(e) or "no forward mode" in str(e)):
+            raise
+        return
     expected = jax.jit(problem.of_diff)(*problem.diff_leaves)
-    _assert_close(f"frule({name}): primal output differs from {name}: output", out, expected, 1e-10)
+    _assert_close(f"jvp({name}): primal output differs from {name}: output", out, expected, 1e-10)
 
     out_leaves, out_tree = jax.tree_util.tree_flatten(expected)
     dot_leaves = jax.tree_util.tree_leaves(out_dot)
     if len(dot_leaves) != len(out_leaves) or jax.tree_util.tree_structure(out_dot) != out_tree:
-        raise AssertionError(f"frule({name}): tangent structure {jax.tree_util.tree_structure(out_dot)} "
+        raise AssertionError(f"jvp({name}): tangent structure {jax.tree_util.tree_structure(out_dot)} "
                              f"differs from the output's {out_tree}.")
     along = jax.jit(lambda t: jax.tree_util.tree_leaves(problem.of_diff(
         *[x + t * v for x, v in zip(problem.diff_leaves, diff_tangents)])))
@@ -321,8 +337,8 @@ def _check_pushforward(problem: _Problem, rng: np.random.Generator, rtol: float,
                                  jnp.zeros((), jnp.float64), jnp.ones((), jnp.float64), eps)
     for j, (y, ydot, fd) in enumerate(zip(out_leaves, dot_leaves, fd_all)):
         if ydot.shape != y.shape or ydot.dtype != y.dtype:
-            raise AssertionError(f"frule({name}): tangent of output {j} has shape {ydot.shape} and dtype "
-                                 f"{ydot.dtype}; expected {y.shape} and {y.dtype}.")
+            raise AssertionError(f"jvp({name}): tangent of output {j} has shape {ydot.shape} and "
+                                 f"dtype {ydot.dtype}; expected {y.shape} and {y.dtype}.")
         entries = np.arange(y.size)
         parts = [(np.real, "real part")] + ([(np.imag, "imaginary part")] if jnp.iscomplexobj(y) else [])
         for read, label in parts:
@@ -334,27 +350,52 @@ def _check_pushforward(problem: _Problem, rng: np.random.Generator, rtol: float,
         rhs = _pair(cotangents, diff_tangents)
         tol = atol + rtol * max(abs(lhs), abs(rhs), 1.0)
         if not abs(lhs - rhs) <= tol:
-            raise AssertionError(f"frule({name}) and the pullback break the dot-product identity: "
-                                 f"<ȳ, ẏ> = {lhs:.12g} but <x̄, ẋ> = {rhs:.12g}.")
+            raise AssertionError(f"the pushforward and the pullback of {name} break the dot-product "
+                                 f"identity: <ȳ, J ẋ> = {lhs:.12g} but <Jᵀȳ, ẋ> = {rhs:.12g}.")
+
+    if check_jit:
+        eager = problem.value_and_pushforward(problem.arrays, diff_tangents)
+        _assert_close("jit of the pushforward differs from the eager pushforward: tangent",
+                      out_dot, eager[1], 1e-10)
+
+    if check_vmap:
+        stacked = _batch_of_two(problem, rng, vmap_spread)
+        tangents = [[_random_like(rng, x) for x in problem.diff_leaves] for _ in range(2)]
+        batched_tangents = [jnp.stack(ts) for ts in zip(*tangents)]
+        batched = jax.jit(jax.vmap(problem.value_and_pushforward))(stacked, batched_tangents)
+        for b in range(2):
+            single = value_and_pushforward([x[b] for x in stacked], tangents[b])
+            element = jax.tree_util.tree_map(lambda y: y[b], batched)
+            _assert_close(f"vmap of the pushforward differs at batch element {b}: tangent",
+                          element[1], single[1], 1e-10)
 
 
 def check_frule(f: Callable, *args, fkwargs: dict | None = None, rtol: float = 1e-7,
-                atol: float = 1e-10, eps: float = 1e-3, seed: int = 0) -> None:
-    """Check the registered pushforward of ``f`` at ``args`` against finite differences, in float64.
+                atol: float = 1e-10, eps: float = 1e-3, seed: int = 0, check_jit: bool = True,
+                check_vmap: bool = True) -> None:
+    """Check forward mode through ``f`` (``jax.jvp``) at ``args`` in float64.
 
-    The pushforward is the one registered with :func:`rules.register_frule` (every rule of this
-    library has one). Tolerances as in :func:`check_rrule`.
+    For a rule, ``jax.jvp`` runs its explicit pushforward (every rule of this library has one; an
+    :func:`rules.rrule` gets one from :func:`rules.register_frule`). Checked against finite
+    differences, against ``f``'s reverse mode through the dot-product identity
+    ``<ȳ, J ẋ> = <Jᵀȳ, ẋ>``, and under ``jit`` and ``vmap``. Tolerances as in :func:`check_rrule`.
 
     Raises:
-      KeyError: no pushforward is registered for ``f``.
+      KeyError: ``f`` is an ``rrule`` without a registered pushforward.
       AssertionError: naming the output, the worst entry and the errors.
 
     Examples:
       >>> import jax.numpy as jnp, rules
       >>> rules.testing.check_frule(rules.qr, jnp.array([[2.0, 1.0], [0.5, 3.0], [1.0, 1.0]]))
     """
-    if not has_frule(f):
-        raise KeyError(f"check_frule: no pushforward is registered for {getattr(f, '__name__', f)}.")
+    user_rule = _user_rule(f)
+    if user_rule is not None and user_rule.pushforward is None:
+        raise KeyError(f"check_frule: no pushforward is registered for {user_rule.name}.")
+    rng = np.random.default_rng(seed)
     with jax.enable_x64(True):
         problem = _Problem(f, args, dict(fkwargs or {}))
-        _check_pushforward(problem, np.random.default_rng(seed), rtol, atol, eps)
+        out = jax.eval_shape(problem.of_diff, *problem.diff_leaves)
+        out_bar = jax.tree_util.tree_map(lambda y: _random_like(rng, y), out)
+        _, cotangents = jax.jit(problem.value_and_pullback)(problem.arrays, out_bar)
+        _check_pushforward(problem, rng, rtol, atol, eps, out_bar=out_bar, cotangents=cotangents,
+                           check_jit=check_jit, check_vmap=check_vmap)

@@ -45,10 +45,6 @@ Forward = Callable[..., tuple[Any, Any]]
 Pushforward = Callable[..., Any]
 Pullback = Callable[..., tuple[Any, ...]]
 
-# Every Rule ever built, by name (tests walk it; names are unique).
-REGISTRY: dict[str, Rule] = {}
-
-
 class Rule:
     """A function with an explicit pushforward and an explicit pullback, for every JAX transform.
 
@@ -64,18 +60,20 @@ class Rule:
       pullback: ``pullback(residuals, out_bar, **static) -> arg_cotangents``, one per argument of
         that argument's structure, or ``None`` for a zero cotangent. It must be the transpose of
         ``pushforward`` in JAX's convention (a bilinear pairing ``Re Σ x̄ ⊙ ẋ``, no conjugation).
+      primal: ``primal(*args, **static) -> out``, for rules whose residuals cost more than the
+        output (a user's ``rrule`` traces its pullback to get them); by default
+        ``forward(...)[0]``, whose unused residuals ``jit`` removes.
 
     Calling the rule, ``rule(*args, **static)``, returns ``out``. Both derivative functions take
     the arguments' leading batch axes as they are; ``vmap`` adds more through ``jax.vmap``.
     """
 
-    def __init__(self, name: str, forward: Forward, pushforward: Pushforward, pullback: Pullback):
-        if name in REGISTRY:
-            raise ValueError(f"Rule: a rule named {name!r} exists already.")
+    def __init__(self, name: str, forward: Forward, pushforward: Pushforward, pullback: Pullback,
+                 *, primal: Callable[..., Any] | None = None):
         self.name, self.forward, self.pushforward, self.pullback = name, forward, pushforward, pullback
+        self.primal = primal
         self._functions: dict[tuple, Callable] = {}
         self.primitive = _linear_primitive(self)
-        REGISTRY[name] = self
 
     def __repr__(self) -> str:
         return f"Rule({self.name!r})"
@@ -91,24 +89,29 @@ class Rule:
         kwargs = dict(static)
 
         def primal(*args):
+            if self.primal is not None:
+                return self.primal(*args, **kwargs)
             return self.forward(*args, **kwargs)[0]
 
         def jvp(primals, tangents):
             out, residuals = self.forward(*primals, **kwargs)
             arg_tangents = [_nonzero_tangent(t) for t in tangents]
             out_leaves, out_tree = jax.tree.flatten(out)
-            if all(t is None for t in arg_tangents):
-                return out, jax.tree.unflatten(out_tree, [_zero_tangent(y) for y in out_leaves])
-            res_leaves, res_tree = jax.tree.flatten(residuals)
             tan_leaves, tan_tree = jax.tree.flatten(arg_tangents)
+            if not any(jnp.size(t) for t in tan_leaves) or not any(jnp.size(y) for y in out_leaves):
+                # All tangents zero, or every array empty: the output tangent is zero (and the
+                # rule's own code need not handle empty shapes).
+                return out, jax.tree.unflatten(out_tree, map(SymbolicZero.from_primal_value, out_leaves))
+            res_leaves, res_tree = jax.tree.flatten(residuals)
             out_tangent = self.primitive.bind(
                 *map(jnp.asarray, res_leaves), *tan_leaves, static=static,
                 trees=_Trees(res_tree, tan_tree, out_tree), batch=())
             return out, jax.tree.unflatten(out_tree, out_tangent)
 
+        primal.__name__ = primal.__qualname__ = self.name  # readable jaxprs
         fn = jax.custom_jvp(primal)
         fn.defjvp(jvp, symbolic_zeros=True)
-        return functools.wraps(self.forward)(fn)
+        return fn
 
     # ------------------------------------------------------------------------------------------
     # The linear primitive. Its operands are the residual leaves, then the nonzero tangent leaves;
@@ -228,17 +231,20 @@ def _abstract_eval_cached(rule, avals, static, trees, batch):
 
 
 def _nonzero_tangent(t):
-    """``None`` for a symbolically zero argument tangent; zeros filled in for zero leaves."""
+    """``None`` for a symbolically zero argument tangent; zeros filled in for its zero leaves.
+
+    Integer leaves have no tangent: they stay ``None`` (and get no cotangent).
+    """
     leaves, tree = jax.tree.flatten(t, is_leaf=lambda x: isinstance(x, SymbolicZero))
     if all(isinstance(x, SymbolicZero) for x in leaves):
         return None
-    leaves = [x.instantiate() if isinstance(x, SymbolicZero) else x for x in leaves]
-    return jax.tree.unflatten(tree, leaves)
 
+    def fill(x):
+        if not isinstance(x, SymbolicZero):
+            return x
+        return None if x.dtype == jax.dtypes.float0 else jnp.zeros(x.shape, x.dtype)
 
-def _zero_tangent(y):
-    return jnp.zeros(jnp.shape(y), jax.dtypes.float0 if not jnp.issubdtype(
-        jnp.result_type(y), jnp.inexact) else jnp.result_type(y))
+    return jax.tree.unflatten(tree, [fill(x) for x in leaves])
 
 
 def _cotangent_leaves(name, tangent_tree, bars):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._utils import check_matrix
+from .._core.checks import check_matrix
 
 __all__ = ["closed_form_inv", "MAX_CLOSED_FORM_N"]
 

@@ -1,4 +1,4 @@
-r"""Batched ("parallel") tensor products with explicit pullbacks (math.md §4).
+r"""Batched ("parallel") tensor products with explicit pushforwards and pullbacks.
 
 A tensor is an array ``(..., m, n)`` with any number of leading batch axes; a matrix operand
 without batch axes is shared by every slice. All five products are one contraction,
@@ -13,20 +13,22 @@ their cotangents:
 
 The cotangent of a shared matrix additionally contracts over the batch axes, in the same single
 ``dot_general`` (never a per-slice stack that is then summed). Each cotangent costs one product
-of the forward's size: the pullback is twice the forward's flops. The products are bilinear and
-holomorphic, so complex inputs use plain transposes (JAX's convention).
+of the forward's size: the pullback is twice the forward's flops, and so is the pushforward
+``Ċ = op(Ẋ) op(Y) + op(X) op(Ẏ)`` (one product when only one operand moves). The products are
+bilinear and holomorphic, so complex inputs use plain transposes (JAX's convention). Derivation:
+``docs/derivations/tensor.md``.
 """
 from __future__ import annotations
-
-import functools
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._rrule import register_frule
-from ._structured import AbstractPacked
-from ._utils import HIGHEST, SMALL_MATMUL, T, check_matrix, match_varying, mm
+from .._core.arrays import HIGHEST, SMALL_MATMUL, mm
+from .._core.checks import check_matrix
+from .._core.rule import Rule
+from .._core.sharding import match_varying
+from .structured import AbstractPacked
 
 __all__ = ["tensor_tensor_mul", "tensor_transpose_tensor_mul", "mat_tensor_mul", "tensor_mat_mul",
            "tensor_transpose_mat_mul", "tensor_transpose"]
@@ -45,9 +47,9 @@ def batched_product(x, y, tx: bool, ty: bool, *, sum_batch: bool = False, precis
     """
     nx, ny = x.ndim - 2, y.ndim - 2
     if not sum_batch and max(*x.shape[-2:], *y.shape[-2:]) <= SMALL_MATMUL:
-        # Tiny matrices: unrolled outer products (rules/_utils.py); XLA's CPU dot takes ~6× longer
+        # Tiny matrices: unrolled outer products (rules/_core/arrays.py); XLA's CPU dot takes ~6× longer
         # for a (16384, 3, 3) batch against a shared 3×3 weight.
-        return mm(T(x) if tx else x, T(y) if ty else y)
+        return mm(x.mT if tx else x, y.mT if ty else y)
     cx = x.ndim - 2 if tx else x.ndim - 1
     cy = y.ndim - 1 if ty else y.ndim - 2
     if nx and ny:
@@ -62,13 +64,24 @@ def batched_product(x, y, tx: bool, ty: bool, *, sum_batch: bool = False, precis
     return jnp.moveaxis(out, 0, -2) if ny else out
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
-def _product(x, y, tx, ty):
-    return batched_product(x, y, tx, ty)
-
-
-def _product_fwd(x, y, tx, ty):
+def _product_forward(x, y, *, tx, ty):
     return batched_product(x, y, tx, ty), (x, y)
+
+
+def _product_pushforward(res, x_dot, y_dot, *, tx, ty):
+    """``Ċ = op(Ẋ) op(Y) + op(X) op(Ẏ)``, one term per moving operand."""
+    x, y = res
+    terms = []
+    if x_dot is not None:
+        terms.append(batched_product(x_dot, y, tx, ty, precision=HIGHEST))
+    if y_dot is not None:
+        terms.append(batched_product(x, y_dot, tx, ty, precision=HIGHEST))
+    return sum(terms[1:], terms[0])
+
+
+def _product_pullback(res, c_bar, *, tx, ty):
+    x, y = res
+    return product_pullback(x, y, tx, ty, c_bar)
 
 
 def product_pullback(x, y, tx: bool, ty: bool, c_bar):
@@ -83,7 +96,7 @@ def product_pullback(x, y, tx: bool, ty: bool, c_bar):
     if x.ndim > 2 and y.ndim > 2:
         x_bar = batched_product(c_bar, y, False, not ty, precision=HIGHEST)
         y_bar = batched_product(c_bar, x, True, tx, precision=HIGHEST)
-        return (T(x_bar) if tx else x_bar), (y_bar if ty else T(y_bar))
+        return (x_bar.mT if tx else x_bar), (y_bar if ty else y_bar.mT)
     sum_x, sum_y = x.ndim < c_bar.ndim, y.ndim < c_bar.ndim
     if tx:
         x_bar = batched_product(y, c_bar, ty, True, sum_batch=sum_x, precision=HIGHEST)
@@ -96,18 +109,7 @@ def product_pullback(x, y, tx: bool, ty: bool, c_bar):
     return x_bar, y_bar
 
 
-def _product_bwd(tx, ty, res, c_bar):
-    x, y = res
-    return product_pullback(x, y, tx, ty, c_bar)
-
-
-_product.defvjp(_product_fwd, _product_bwd)
-
-
-def product_pushforward(x, y, tx: bool, ty: bool, x_dot, y_dot):
-    """``(C, Ċ)`` with ``Ċ = op(Ẋ) op(Y) + op(X) op(Ẏ)``."""
-    return (batched_product(x, y, tx, ty),
-            batched_product(x_dot, y, tx, ty) + batched_product(x, y_dot, tx, ty))
+product = Rule("batched_product", _product_forward, _product_pushforward, _product_pullback)
 
 
 # ==============================================================================================
@@ -144,25 +146,13 @@ def _prepare(fname, x, y):
                          f"shape {tuple(y.shape)} do not match; expected {shapes[0]} and "
                          f"{shapes[1]}.")
     dtype = jnp.result_type(x, y)
-    return (*match_varying(x.astype(dtype), y.astype(dtype)), tx)  # shard_map: rules/_utils.py
-
-
-def _register_pushforward(fn):
-    @register_frule(fn)
-    def pushforward(primals, tangents):
-        (x, y), (x_dot, y_dot) = primals, tangents
-        x, y, tx = _prepare(fn.__name__, x, y)
-        x_dot, y_dot, _ = _prepare(fn.__name__, x_dot, y_dot)
-        return product_pushforward(x, y, tx, False, x_dot, y_dot)
-
-    return fn
+    return (*match_varying(x.astype(dtype), y.astype(dtype)), tx)  # shard_map: rules/_core/sharding.py
 
 
 # ==============================================================================================
 # The public products
 
 
-@_register_pushforward
 def tensor_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     r"""Slice-wise product of two tensors, ``C_b = A_b B_b``.
 
@@ -186,10 +176,10 @@ def tensor_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
       Array([[ 3., 12.],
              [21., 30.]], dtype=float32)
     """
-    return _product(*_prepare("tensor_tensor_mul", a, b), False)
+    x, y, tx = _prepare("tensor_tensor_mul", a, b)
+    return product(x, y, tx=tx, ty=False)
 
 
-@_register_pushforward
 def tensor_transpose_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     r"""Slice-wise product with the first tensor transposed, ``C_b = A_bᵀ B_b``.
 
@@ -212,10 +202,10 @@ def tensor_transpose_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
       >>> rules.tensor_transpose_tensor_mul(a, a).shape  # a batch of 2 Gram matrices
       (2, 2, 2)
     """
-    return _product(*_prepare("tensor_transpose_tensor_mul", a, b), False)
+    x, y, tx = _prepare("tensor_transpose_tensor_mul", a, b)
+    return product(x, y, tx=tx, ty=False)
 
 
-@_register_pushforward
 def mat_tensor_mul(w, a: jax.Array) -> jax.Array:
     r"""A shared matrix times every slice of a tensor, ``C_b = W A_b``.
 
@@ -244,10 +234,10 @@ def mat_tensor_mul(w, a: jax.Array) -> jax.Array:
       Array([[[0.],
               [2.]]], dtype=float32)
     """
-    return _product(*_prepare("mat_tensor_mul", w, a), False)
+    x, y, tx = _prepare("mat_tensor_mul", w, a)
+    return product(x, y, tx=tx, ty=False)
 
 
-@_register_pushforward
 def tensor_mat_mul(a: jax.Array, w) -> jax.Array:
     r"""Every slice of a tensor times a shared matrix, ``C_b = A_b W``.
 
@@ -275,10 +265,10 @@ def tensor_mat_mul(a: jax.Array, w) -> jax.Array:
              [8., 8., 8.],
              [8., 8., 8.]], dtype=float32)
     """
-    return _product(*_prepare("tensor_mat_mul", a, w), False)
+    x, y, tx = _prepare("tensor_mat_mul", a, w)
+    return product(x, y, tx=tx, ty=False)
 
 
-@_register_pushforward
 def tensor_transpose_mat_mul(a: jax.Array, w) -> jax.Array:
     r"""Every transposed slice of a tensor times a shared matrix, ``C_b = A_bᵀ W``.
 
@@ -300,7 +290,8 @@ def tensor_transpose_mat_mul(a: jax.Array, w) -> jax.Array:
       >>> rules.tensor_transpose_mat_mul(jnp.ones((5, 3, 2)), jnp.ones((3, 4))).shape
       (5, 2, 4)
     """
-    return _product(*_prepare("tensor_transpose_mat_mul", a, w), False)
+    x, y, tx = _prepare("tensor_transpose_mat_mul", a, w)
+    return product(x, y, tx=tx, ty=False)
 
 
 # ==============================================================================================
@@ -331,24 +322,17 @@ def tensor_transpose(a: jax.Array) -> jax.Array:
     return _transpose(a)
 
 
-@jax.custom_vjp
-def _transpose(a):
-    return T(a)
+def _transpose_forward(a):
+    return a.mT, ()
 
 
-def _transpose_fwd(a):
-    return T(a), None
+def _transpose_pushforward(_, a_dot):
+    return a_dot.mT
 
 
-def _transpose_bwd(_, c_bar):
-    return (T(c_bar),)
+def _transpose_pullback(_, c_bar):
+    return (c_bar.mT,)
 
 
-_transpose.defvjp(_transpose_fwd, _transpose_bwd)
-
-
-@register_frule(tensor_transpose)
-def _tensor_transpose_pushforward(primals, tangents):
-    (a,), (a_dot,) = primals, tangents
-    check_matrix("tensor_transpose", "a", a)
-    return T(a), T(a_dot)
+_transpose = Rule("tensor_transpose", _transpose_forward, _transpose_pushforward,
+                  _transpose_pullback)

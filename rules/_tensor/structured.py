@@ -7,7 +7,8 @@ the lower triangle, in row-major order, and is mirrored to ``(cols[k], rows[k])`
 is the only thing that tells the classes apart.
 
 Gradient convention. The cotangent of the packed vector is the exact derivative of the loss with
-respect to the stored entries (math.md §4): with ``W̄`` the cotangent of the dense matrix,
+respect to the stored entries (``docs/derivations/tensor.md#packed``): with ``W̄`` the cotangent
+of the dense matrix,
 
 * strictly lower ``L``: ``p̄_k = W̄_ij`` (``i > j``); strictly upper: ``p̄_k = W̄_ji``;
 * skew-symmetric ``S = L - Lᵀ``: ``p̄_k = W̄_ij - W̄_ji``;
@@ -27,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._rrule import register_frule
-from ._utils import check_array
+from .._core.checks import check_array
+from .._core.rule import Rule
 
 __all__ = ["StrictlyLower", "StrictlyUpper", "SkewSymmetric", "Symmetric", "packing_indices",
            "pack_cotangent"]
@@ -63,19 +64,11 @@ def _unpacking(n: int, diagonal: bool, lower: int, upper: int) -> np.ndarray:
     return index
 
 
-def _unpack_forward(packed, n, diagonal, lower, upper):
+def unpack(packed, n, diagonal, lower, upper):
+    """The dense ``(..., n, n)`` matrix of the stored entries (plain JAX, linear in ``packed``)."""
     index = _unpacking(n, diagonal, lower, upper)
     zero = jnp.zeros((*packed.shape[:-1], 1), packed.dtype)
     return jnp.concatenate([packed, zero, -packed], axis=-1)[..., index]
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4))
-def _unpack(packed, n, diagonal, lower, upper):
-    return _unpack_forward(packed, n, diagonal, lower, upper)
-
-
-def _unpack_fwd(packed, n, diagonal, lower, upper):
-    return _unpack_forward(packed, n, diagonal, lower, upper), None
 
 
 def pack_cotangent(w_bar: jax.Array, diagonal: bool, lower: int, upper: int) -> jax.Array:
@@ -92,11 +85,23 @@ def pack_cotangent(w_bar: jax.Array, diagonal: bool, lower: int, upper: int) -> 
     return (lower * w_bar[..., rows, cols]).at[..., off].add(mirrored)
 
 
-def _unpack_bwd(n, diagonal, lower, upper, _, w_bar):
+# Unpacking is linear: its pushforward unpacks the tangent, its pullback packs the cotangent, and
+# it needs no residuals.
+
+
+def _unpack_forward(packed, **structure):
+    return unpack(packed, **structure), ()
+
+
+def _unpack_pushforward(_, packed_dot, **structure):
+    return unpack(packed_dot, **structure)
+
+
+def _unpack_pullback(_, w_bar, *, n, diagonal, lower, upper):
     return (pack_cotangent(w_bar, diagonal, lower, upper),)
 
 
-_unpack.defvjp(_unpack_fwd, _unpack_bwd)
+_unpack = Rule("unpack", _unpack_forward, _unpack_pushforward, _unpack_pullback)
 
 
 class AbstractPacked:
@@ -148,7 +153,8 @@ class AbstractPacked:
 
     def dense(self) -> jax.Array:
         """The ``(..., n, n)`` matrix. Its pullback is :func:`pack_cotangent` (exact derivative)."""
-        return _unpack(self.packed, self.n, self.diagonal, self.lower, self.upper)
+        return _unpack(self.packed, n=self.n, diagonal=self.diagonal, lower=self.lower,
+                       upper=self.upper)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -287,10 +293,3 @@ class Symmetric(AbstractPacked):
     """
 
     diagonal, lower, upper = True, 1, 1
-
-
-@register_frule(AbstractPacked.dense)
-def _dense_pushforward(primals, tangents):
-    # Unpacking is linear: the tangent's dense matrix is the dense tangent.
-    (w,), (w_dot,) = primals, tangents
-    return w.dense(), w_dot.dense()

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rules._small import closed_form_inv
+from rules._linalg.small import closed_form_inv
 
 _inv = jax.jit(closed_form_inv)
 

@@ -1,0 +1,1 @@
+"""Volume-preserving layers built from the rules."""

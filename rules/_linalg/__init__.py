@@ -1,0 +1,1 @@
+"""Dense linear algebra rules, one module per family."""

@@ -1,0 +1,1 @@
+"""Batched tensor products and packed structured matrices."""
