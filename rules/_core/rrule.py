@@ -308,8 +308,8 @@ def frule(rule: Callable, primals: Sequence[Any], tangents: Sequence[Any], **kwa
       >>> a = jnp.array([[2.0, 0.0], [0.0, 4.0]], dtype=jnp.float32)
       >>> b, b_dot = rules.frule(rules.inv, (a,), (jnp.eye(2, dtype=jnp.float32),))
       >>> b_dot  # -B dA B
-      Array([[-0.25  ,  0.    ],
-             [ 0.    , -0.0625]], dtype=float32)
+      Array([[-0.25  , -0.    ],
+             [-0.    , -0.0625]], dtype=float32)
     """
     user_rule = _user_rule(rule)
     if user_rule is not None and user_rule.pushforward is None:

@@ -59,9 +59,10 @@ def inv(a: ArrayLike) -> jax.Array:
       >>> jax.grad(lambda a: rules.inv(a).sum())(a).round(4)
       Array([[-0.16, -0.08],
              [-0.08, -0.04]], dtype=float32)
-      >>> jax.jvp(rules.inv, (a,), (jnp.eye(2, dtype=jnp.float32),))[1].round(4)  # -B B
-      Array([[-0.2 ,  0.12],
-             [ 0.12, -0.16]], dtype=float32)
+      >>> d = jnp.array([[2.0, 0.0], [0.0, 4.0]], dtype=jnp.float32)
+      >>> jax.jvp(rules.inv, (d,), (jnp.array([[0.0, 1.0], [1.0, 0.0]], jnp.float32),))[1]
+      Array([[-0.   , -0.125],
+             [-0.125, -0.   ]], dtype=float32)
     """
     a = as_inexact_matrix("inv", "a", a, square=True)
     return _inv(a)
