@@ -1,5 +1,8 @@
 """MkDocs hooks for the pullbacks documentation.
 
+Figures that live beside the code (``examples/rigid_body/demo.png``) are added to the site as
+they are, so the docs never hold a second copy.
+
 After the build, check that the API reference is complete: every name in ``__all__`` of the
 public modules must be rendered somewhere (an ``::: identifier`` block in ``docs/api/``). A name
 added to ``__all__`` without a page is a warning, so ``mkdocs build --strict`` fails on it.
@@ -11,10 +14,21 @@ import logging
 from pathlib import Path
 
 import griffe
+from mkdocs.structure.files import File
 
 _log = logging.getLogger("mkdocs.hooks.pullbacks")
 
 PUBLIC_MODULES = ("rules", "rules.testing", "rules.internal", "geometric", "geometric.optim")
+
+# Site path -> path in the repository.
+FIGURES = {"assets/rigid_body_demo.png": "examples/rigid_body/demo.png"}
+
+
+def on_files(files, config, **kwargs):
+    root = Path(config.config_file_path).parent
+    for dest, src in FIGURES.items():
+        files.append(File.generated(config, dest, abs_src_path=str(root / src)))
+    return files
 
 
 def _exports(root: Path) -> list[str]:
