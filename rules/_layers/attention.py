@@ -2,7 +2,7 @@
 
 Layout: JAX's, ``x`` of shape ``(..., T, d)`` (batch axes, sequence length, features). The paper
 writes one sample as ``Z ∈ ℝ^{d×T}``; here ``Z = xᵀ`` and the attention output ``ZΛ`` is returned as
-``(ZΛ)ᵀ = Λᵀ x``. Derivation: ``docs/derivations/layers.md#attention``.
+``(ZΛ)ᵀ = Λᵀ x``. Derivation: ``docs/derivations/volume-preserving.md``.
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def volume_preserving_attention(x: jax.Array, a: jax.Array | AbstractPacked, *,
       Residuals: ``x`` and ``Λ`` (``N = (I + Λ)/2``), besides the weight ``A`` itself; for the skew
       weighting with ``T > d`` the pullback forms no other ``T × T`` matrix. One factorisation per
       sample: of ``I + C``, by the adjugate formula for ``T ≤ 4``
-      (:func:`rules._small.closed_form_inv`) and LU otherwise; for the skew weighting with
+      (:func:`rules._linalg.small.closed_form_inv`) and LU otherwise; for the skew weighting with
       ``T > d``, of the ``d × d`` matrix ``I + xᵀx K`` instead (Woodbury identity, since ``C`` has
       rank ``≤ d``). The pushforward uses the same residuals:
       ``ẏ = Λ̇ᵀ x + Λᵀ ẋ`` with ``Λ̇ = -2 N Ċ N`` and ``Ċ`` the derivative of the quadratic form.
@@ -186,7 +186,7 @@ def _attention_pushforward(res, x_dot, a_dot, *, weighting):
 def _attention_pullback(res, y_bar, *, weighting):
     """``(x̄, Ā)`` of ``y = Λᵀ x``, ``Λ = Cay(C(x, A))``, from the residuals ``x``, ``Λ`` and ``A``.
 
-    Derivation (``docs/derivations/layers.md#attention``, in the ``(T, d)`` layout): ``Λ̄ = x ȳᵀ`` and
+    Derivation (``docs/derivations/volume-preserving.md#attention-pullback``, in the ``(T, d)`` layout): ``Λ̄ = x ȳᵀ`` and
     ``C̄ = -2 Nᵀ Λ̄ Nᵀ = -2 u vᵀ`` with ``u = Nᵀ x = (x + Λᵀ x)/2`` and ``v = N ȳ = (ȳ + Λ ȳ)/2``.
     """
     x, a, lam = res

@@ -43,9 +43,11 @@ def volume_preserving_feedforward(x: jax.Array, weight: StrictlyLower | Strictly
       ValueError: the shapes do not match.
 
     Notes:
-      A composition of :func:`rules.tensor_mat_mul`'s rule and ``.dense()``: the packed weight's
-      cotangent has the exact-derivative convention of :mod:`rules._structured`; the activation is
-      differentiated by JAX.
+      A composition of the tensor-product rule (:func:`rules.tensor_mat_mul`) and the unpacking
+      rule of ``.dense()``, so both modes run their explicit pushforwards and pullbacks; the packed
+      weight's cotangent has the exact-derivative convention
+      (``docs/derivations/structured.md#exact-derivative``); the activation is differentiated by
+      JAX. Derivation: ``docs/derivations/volume-preserving.md#feedforward``.
 
     References:
       B. Brantner, G. de Romemont, M. Kraus, Z. Li, arXiv:2312.11166, §"volume-preserving

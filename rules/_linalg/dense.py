@@ -28,7 +28,7 @@ def inv(a: ArrayLike) -> jax.Array:
         B = A^{-1}, \qquad \dot B = -B\,\dot A\,B, \qquad \bar A = -B^T \bar B\, B^T
 
     (the pullback in JAX's convention; the inverse is holomorphic, so complex inputs use plain
-    transposes). Derivation: ``docs/derivations/linalg.md#inverse``.
+    transposes). Derivation: ``docs/derivations/inverse.md``.
 
     Args:
       a: array of shape ``(..., n, n)``. Integer and boolean arrays are promoted as

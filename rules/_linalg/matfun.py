@@ -35,7 +35,7 @@ def cayley(c: jax.Array) -> jax.Array:
         \qquad \dot\Lambda = -2 N \dot C N, \qquad \bar C = -2 N^T \bar\Lambda N^T
 
     The factors commute, so ``Λ = (I + C)⁻¹(I - C)`` as well. For skew-symmetric ``C``, ``Λ`` is
-    orthogonal with determinant +1. Derivation: ``docs/derivations/linalg.md#cayley``.
+    orthogonal with determinant +1. Derivation: ``docs/derivations/cayley.md``.
 
     Args:
       c: shape ``(..., n, n)``, float32, float64, complex64 or complex128, with ``I + C``

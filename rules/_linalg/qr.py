@@ -20,9 +20,10 @@ from .._core.rule import Rule
 
 __all__ = ["LQResult", "QRResult", "lq", "qr"]
 
-# JAX's own result class (``jax.numpy.linalg`` does not export it), so that results and cotangents
-# of rules.qr and jnp.linalg.qr are interchangeable pytrees.
+# JAX's own result class (``jax.numpy.linalg`` does not export it).
 QRResult = type(jax.eval_shape(lambda: jnp.linalg.qr(jnp.zeros((1, 1), jnp.float32))))
+"""``(Q, R)`` of :func:`qr`: the class ``jnp.linalg.qr`` returns, so that results and cotangents of
+``rules.qr`` and ``jnp.linalg.qr`` are interchangeable pytrees."""
 
 
 class LQResult(NamedTuple):
@@ -69,7 +70,7 @@ def qr(a: ArrayLike, mode: str = "reduced") -> jax.Array | QRResult:
     ``Ȳ = Q V̄`` and ``X̄`` is the square rule at ``(Q, U)`` with cotangents ``(Q̄ + Y V̄ᴴ, Ū)``.
     ``mode="complete"`` with ``m > n`` adds the compact-WY derivative of the last ``m − n``
     columns of ``Q`` (Papanicolopulos) and its transpose, so both agree with JAX's
-    ``jnp.linalg.qr``. Derivation: ``docs/derivations/linalg.md#qr``.
+    ``jnp.linalg.qr``. Derivation: ``docs/derivations/qr.md``.
 
     Args:
       a: array of shape ``(..., m, n)``; integer and boolean arrays are promoted as
@@ -253,7 +254,7 @@ def lq(a: ArrayLike) -> LQResult:
         M = L^H \bar L - \bar Q Q^H, \qquad \bar A = L^{-H}(\mathrm{copyltu}(M)\,Q + \bar Q).
 
     For ``m > n`` split ``A = [A₁; A₂]``, ``L = [U; D]``: ``Ā₂ = D̄ Q`` and ``Ā₁`` is the square rule
-    with ``Q̄ + D̄ᴴ A₂``. Derivation: ``docs/derivations/linalg.md#lq``.
+    with ``Q̄ + D̄ᴴ A₂``. Derivation: ``docs/derivations/lq.md``.
 
     Args:
       a: array of shape ``(..., m, n)``; integer and boolean arrays are promoted as for

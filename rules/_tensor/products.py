@@ -16,7 +16,7 @@ The cotangent of a shared matrix additionally contracts over the batch axes, in 
 of the forward's size: the pullback is twice the forward's flops, and so is the pushforward
 ``Ċ = op(Ẋ) op(Y) + op(X) op(Ẏ)`` (one product when only one operand moves). The products are
 bilinear and holomorphic, so complex inputs use plain transposes (JAX's convention). Derivation:
-``docs/derivations/tensor.md``.
+``docs/derivations/tensor-products.md``.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ the lower triangle, in row-major order, and is mirrored to ``(cols[k], rows[k])`
 is the only thing that tells the classes apart.
 
 Gradient convention. The cotangent of the packed vector is the exact derivative of the loss with
-respect to the stored entries (``docs/derivations/tensor.md#packed``): with ``W̄`` the cotangent
+respect to the stored entries (``docs/derivations/structured.md#exact-derivative``): with ``W̄`` the cotangent
 of the dense matrix,
 
 * strictly lower ``L``: ``p̄_k = W̄_ij`` (``i > j``); strictly upper: ``p̄_k = W̄_ji``;

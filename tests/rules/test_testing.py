@@ -96,3 +96,14 @@ def test_wrong_dtype_of_cotangent_is_caught():
 
     with pytest.raises(ValueError, match="no argument has a float or complex array"):
         check_rrule(lambda i: i * 2, jnp.arange(3))
+
+
+def test_catches_a_wrong_pushforward_of_a_library_rule(monkeypatch):
+    from rules._linalg.dense import _inv
+
+    monkeypatch.setattr(_inv, "pushforward", lambda b, a_dot: -(b @ a_dot @ b).mT)  # transposed
+    a = rand((3, 3), 10) + 3 * jnp.eye(3)
+    with pytest.raises(AssertionError, match="pushforward"):
+        check_frule(rules.inv, a)
+    with pytest.raises(AssertionError, match="pushforward"):
+        check_rrule(rules.inv, a)

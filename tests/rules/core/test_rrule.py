@@ -169,3 +169,50 @@ def test_frule_registry():
     check_rrule(scale, jnp.array([1.0, 2.0]), jnp.array([3.0, -1.0]))  # checks the pushforward too
     with pytest.raises(ValueError, match="got 2 primals but 1 tangents"):
         rules.frule(scale, (1.0, 2.0), (1.0,))
+
+
+def test_registered_pushforward_gives_forward_mode_and_keeps_the_pullback():
+    calls = {"pullback": 0, "pushforward": 0}
+
+    @rules.rrule
+    def cube(x):
+        def cube_pullback(y_bar):
+            calls["pullback"] += 1
+            return (3 * x**2 * y_bar,)
+
+        return x**3, cube_pullback
+
+    x = jnp.array([0.5, -1.5, 2.0])
+    with pytest.raises(TypeError, match=r"cube is a rules.rrule with a pullback only, so it has no "
+                                        r"forward mode(.|\n)*@rules.register_frule\(cube\)"):
+        jax.jvp(cube, (x,), (x,))
+
+    @rules.register_frule(cube)
+    def cube_pushforward(primals, tangents):
+        calls["pushforward"] += 1
+        (x,), (x_dot,) = primals, tangents
+        return x**3, 3 * x**2 * x_dot
+
+    np.testing.assert_allclose(jax.jvp(cube, (x,), (x,))[1], 3 * x**3)
+    np.testing.assert_allclose(jax.jacfwd(cube)(x), jnp.diag(3 * x**2))
+    np.testing.assert_allclose(jax.linearize(cube, x)[1](x), 3 * x**3)
+    np.testing.assert_allclose(jax.hessian(lambda x: cube(x).sum())(x), jnp.diag(6 * x), atol=1e-12)
+    np.testing.assert_allclose(jax.jacrev(jax.jacfwd(lambda x: cube(x).sum()))(x), jnp.diag(6 * x),
+                               atol=1e-12)
+    assert calls["pushforward"] > 0
+    before = calls["pullback"]
+    np.testing.assert_allclose(jax.grad(lambda x: cube(x).sum())(x), 3 * x**2)
+    assert calls["pullback"] > before  # reverse mode still runs the pullback
+    check_rrule(cube, x)
+
+
+def test_keyword_arguments():
+    @rules.rrule(nondiff_argnums=(0,))
+    def scaled(k, x, alpha=1.0):
+        return alpha * k * x, lambda y_bar: (alpha * k * y_bar, jnp.sum(k * x * y_bar))
+
+    np.testing.assert_allclose(scaled(2, jnp.array(3.0), alpha=0.5), 3.0)
+    np.testing.assert_allclose(scaled(2, x=jnp.array(3.0)), 6.0)
+    np.testing.assert_allclose(jax.grad(lambda a: scaled(k=4, x=jnp.array(2.0), alpha=a))(1.0), 8.0)
+    with pytest.raises(TypeError, match="scaled: got an unexpected keyword argument 'beta'"):
+        scaled(2, jnp.array(3.0), beta=1.0)

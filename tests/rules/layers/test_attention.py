@@ -1,4 +1,4 @@
-"""Tests of rules/_cayley.py: Cayley transform, volume-preserving attention and feed-forward."""
+"""Tests of rules/_layers/attention.py: volume-preserving attention."""
 import math
 
 import jax
@@ -7,17 +7,10 @@ import numpy as np
 import pytest
 
 import rules
-from rules.testing import check_frule, check_rrule
+from rules.testing import check_rrule
+from tests.helpers import rand as _rand
 
 WEIGHTINGS = ["skew", "arbitrary"]
-
-
-def _rand(shape, seed=0, dtype=jnp.float64, scale=1.0):
-    rng = np.random.default_rng(seed)
-    x = scale * rng.standard_normal(shape)
-    if jnp.issubdtype(dtype, jnp.complexfloating):
-        x = x + 1j * scale * rng.standard_normal(shape)
-    return jnp.asarray(x, dtype)
 
 
 def _mT(x):
@@ -53,62 +46,6 @@ def plain_feedforward(x, w_dense, bias=None, activation=jnp.tanh):
 def _skew(shape, seed):
     s = _rand(shape, seed)
     return s - _mT(s)
-
-
-# ----------------------------------------------------------------------------------------------
-# Cayley transform
-
-
-@pytest.mark.parametrize("n", [1, 3, 4, 6])
-def test_cayley_matches_definition_and_is_orthogonal(n):
-    c = _skew((3, n, n), n)
-    general = _rand((3, n, n), n, scale=0.3)  # not skew: still (I - C)(I + C)⁻¹
-    lam, lam_ref, lam_general, lam_general_ref = jax.jit(
-        lambda c, g: (rules.cayley(c), plain_cayley(c), rules.cayley(g), plain_cayley(g)))(c, general)
-    np.testing.assert_allclose(lam, lam_ref, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(lam_general, lam_general_ref, rtol=1e-11, atol=1e-12)
-    np.testing.assert_allclose(_mT(lam) @ lam, _eye(n, lam), atol=1e-12)
-    np.testing.assert_allclose(np.linalg.det(lam), np.ones(3), atol=1e-12)
-
-
-@pytest.mark.parametrize("n, dtype", [(3, jnp.float64), (6, jnp.float64), (4, jnp.complex128),
-                                      (5, jnp.complex128)])
-def test_cayley_matches_jax_vjp(n, dtype):
-    c = _skew((2, n, n), n).astype(dtype) + _rand((2, n, n), 1, dtype, scale=0.2)
-    lam_bar = _rand((2, n, n), 2, dtype)
-
-    @jax.jit
-    def vjps(c):
-        return [jax.vjp(f, c)[1](lam_bar)[0] for f in (rules.cayley, plain_cayley)]
-
-    ours, ref = vjps(c)
-    np.testing.assert_allclose(ours, ref, rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize("n", [3, 6])
-def test_cayley_check_rrule(n):
-    # Skew plus a small general part keeps I + C well conditioned for the finite differences.
-    c = _skew((2, n, n), n) / 2 + _rand((2, n, n), 3, scale=0.1)
-    check_rrule(rules.cayley, c, max_entries=12)
-
-
-def test_cayley_jit_vmap_hessian():
-    c = _skew((2, 3, 3), 4) / 2
-
-    def loss(f):
-        return lambda c: jnp.sum(jnp.sin(f(c)))
-
-    np.testing.assert_allclose(jax.jit(jax.vmap(rules.cayley))(c), plain_cayley(c), atol=1e-12)
-    hessians = [jax.jit(jax.hessian(loss(f)))(c[0]) for f in (rules.cayley, plain_cayley)]
-    np.testing.assert_allclose(*hessians, rtol=1e-9, atol=1e-11)
-
-
-def test_cayley_bad_input():
-    with pytest.raises(ValueError, match=r"cayley: `c` must have shape \(\.\.\., n, n\) \(square\); "
-                                         r"got \(2, 3\)"):
-        rules.cayley(jnp.zeros((2, 3)))
-    with pytest.raises(TypeError, match="cayley: `c` must have dtype .* got int32"):
-        rules.cayley(jnp.zeros((2, 2), jnp.int32))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -179,26 +116,7 @@ def test_attention_lambda_is_orthogonal(weighting):
     np.testing.assert_allclose(y, _mT(lam) @ x, atol=1e-12)
 
 
-@pytest.mark.parametrize("weighting", WEIGHTINGS)
-def test_attention_jit_vmap_hessian(weighting):
-    x, a = _attention_args((2, 3, 2), 4)
 
-    def loss(f):
-        return lambda x, a: jnp.sum(jnp.sin(f(x, a, weighting=weighting)))
-
-    def plain(x, a, weighting):
-        return plain_attention(x, a, weighting)
-
-    ours = jax.jit(jax.vmap(lambda x: rules.volume_preserving_attention(x, a, weighting=weighting)))
-    np.testing.assert_allclose(ours(x), plain(x, a, weighting), atol=1e-12)
-    per_a = jax.vmap(lambda a: rules.volume_preserving_attention(x, a, weighting=weighting))
-    a2 = jnp.stack([a, 2 * a])
-    np.testing.assert_allclose(jax.jit(per_a)(a2)[1], plain(x, a2[1], weighting), atol=1e-12)
-    hessians = [jax.jit(jax.hessian(loss(f), argnums=(0, 1)))(x, a)
-                for f in (rules.volume_preserving_attention, plain)]
-    for h, h_ref in zip(jax.tree_util.tree_leaves(hessians[0]),
-                        jax.tree_util.tree_leaves(hessians[1])):
-        np.testing.assert_allclose(h, h_ref, rtol=1e-9, atol=1e-10)
 
 
 @pytest.mark.parametrize("weighting", WEIGHTINGS)
@@ -244,73 +162,3 @@ def test_attention_bad_input():
         attention(x.astype(jnp.complex128), a)
     with pytest.raises(TypeError, match="`a` must be a JAX or NumPy array; got list"):
         attention(x, [[0.0] * 3] * 3)
-
-
-# ----------------------------------------------------------------------------------------------
-# Volume-preserving feed-forward
-
-
-FEEDFORWARD = [rules.StrictlyLower, rules.StrictlyUpper]
-
-
-@pytest.mark.parametrize("cls, with_bias", [(rules.StrictlyLower, True),
-                                             (rules.StrictlyUpper, False)], ids=["lower", "upper"])
-def test_feedforward_matches_plain_and_rules(cls, with_bias):
-    d = 3
-    x, w = _rand((2, 4, d), 8), cls(_rand((3,), 9), d)
-    bias = _rand((d,), 10) if with_bias else None
-    args = (x, w) + ((bias,) if with_bias else ())
-    np.testing.assert_allclose(rules.volume_preserving_feedforward(*args),
-                               plain_feedforward(x, w.dense(), bias), atol=1e-13)
-    check_rrule(rules.volume_preserving_feedforward, *args, max_entries=12)
-
-
-def test_feedforward_vector_activation_and_float32():
-    w = rules.StrictlyUpper(_rand((6,), 11), 4)
-    x = _rand((4,), 12)
-    ident = lambda z: z  # noqa: E731
-    np.testing.assert_allclose(rules.volume_preserving_feedforward(x, w, activation=ident),
-                               x + w.dense() @ x, atol=1e-13)
-    y32 = rules.volume_preserving_feedforward(x.astype(jnp.float32),
-                                              rules.StrictlyUpper(w.packed.astype(jnp.float32), 4))
-    assert y32.dtype == jnp.float32
-    np.testing.assert_allclose(y32, plain_feedforward(x, w.dense()), rtol=1e-5, atol=1e-6)
-    check_frule(rules.volume_preserving_feedforward, x, w, fkwargs={"activation": jnp.sin})
-
-
-@pytest.mark.parametrize("cls", FEEDFORWARD, ids=lambda c: c.__name__)
-def test_feedforward_preserves_volume(cls):
-    t, d = 3, 4
-    w, bias = cls(_rand((6,), 13), d), _rand((d,), 14)
-    f = lambda v: rules.volume_preserving_feedforward(v.reshape(t, d), w, bias).reshape(-1)  # noqa: E731
-    jac = jax.jit(jax.jacrev(f))(_rand((t * d,), 15))
-    assert abs(float(jnp.linalg.det(jac)) - 1) < 1e-8
-
-
-def test_feedforward_jit_vmap_hessian():
-    x, w, bias = _rand((2, 3), 16), rules.StrictlyLower(_rand((3,), 17), 3), _rand((3,), 18)
-    ff = rules.volume_preserving_feedforward
-    np.testing.assert_allclose(jax.jit(jax.vmap(ff, in_axes=(0, None, None)))(x, w, bias),
-                               plain_feedforward(x, w.dense(), bias), atol=1e-13)
-    loss = lambda p: jnp.sum(ff(x, rules.StrictlyLower(p, 3), bias) ** 3)  # noqa: E731
-    loss_ref = lambda p: jnp.sum(  # noqa: E731
-        plain_feedforward(x, jnp.zeros((3, 3)).at[jnp.tril_indices(3, -1)].set(p), bias) ** 3)
-    hessians = [jax.jit(jax.hessian(f))(w.packed) for f in (loss, loss_ref)]
-    np.testing.assert_allclose(*hessians, rtol=1e-10, atol=1e-12)
-
-
-def test_feedforward_bad_input():
-    ff = rules.volume_preserving_feedforward
-    x = jnp.zeros((2, 3))
-    with pytest.raises(TypeError, match=r"volume_preserving_feedforward: `weight` must be a "
-                                        r"rules.StrictlyLower or rules.StrictlyUpper; got SkewSymmetric"):
-        ff(x, rules.SkewSymmetric(jnp.zeros(3), 3))
-    with pytest.raises(TypeError, match="got ArrayImpl"):
-        ff(x, jnp.zeros((3, 3)))
-    with pytest.raises(ValueError, match=r"`x` of shape \(2, 3\) must be \(\.\.\., d\) with d = "
-                                         r"weight.n = 4"):
-        ff(x, rules.StrictlyLower(jnp.zeros(6), 4))
-    with pytest.raises(ValueError, match=r"`bias` must have shape \(d,\) = \(3,\); got \(2, 3\)"):
-        ff(x, rules.StrictlyLower(jnp.zeros(3), 3), x)
-    with pytest.raises(TypeError, match="`x` must have dtype float32, float64; got int32"):
-        ff(x.astype(jnp.int32), rules.StrictlyLower(jnp.zeros(3), 3))

@@ -122,24 +122,7 @@ def test_float32():
             np.testing.assert_allclose(ct, ct_ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_jit_vmap_hessian(name):
-    rule, ref = OPS[name][:2]
-    args = _args(name, (2,), sizes=(2, 3, 2))
 
-    def loss(f):
-        return lambda *a: jnp.sum(jnp.sin(f(*a)))
-
-    argnums = tuple(range(len(args)))
-    grads = [jax.jit(jax.grad(loss(f), argnums))(*args) for f in (rule, ref)]
-    for g, g_ref in zip(*grads):
-        np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-12)
-    # vmap over a new leading axis of every operand (a shared matrix is batched by vmap)
-    stacked = tuple(jnp.stack([x, 2 * x]) for x in args)
-    np.testing.assert_allclose(jax.jit(jax.vmap(rule))(*stacked), jax.vmap(ref)(*stacked),
-                               rtol=1e-12)
-    hessians = [jax.jit(jax.hessian(loss(f)))(*args) for f in (rule, ref)]
-    np.testing.assert_allclose(*hessians, rtol=1e-10, atol=1e-12)
 
 
 def test_vmap_with_shared_matrix_unbatched():

@@ -33,7 +33,7 @@ def _reference_dense(cls, p, n):
 
 
 def _exact_packed_gradient(cls, w_bar):
-    """math.md §4: the exact derivative, read off the dense cotangent."""
+    """The exact derivative (docs/derivations/structured.md#exact-derivative), read off the dense cotangent."""
     w_bar, n, out = np.asarray(w_bar), w_bar.shape[-1], []
     for i in range(n):
         for j in range(i + 1 if cls is rules.Symmetric else i):
@@ -134,7 +134,7 @@ def test_packed_gradient_convention_on_every_path(cls):
     @jax.jit
     def gradients(p, dense):
         # Per path: the packed gradient through the library, and the dense cotangent from plain
-        # jnp autodiff (packed below by the formula of math.md §4).
+        # jnp autodiff (packed below by the formula of docs/derivations/structured.md#exact-derivative).
         return {name: (jax.grad(lambda p: jnp.sum(f(cls(p, n)) * y_bars[name]))(p),
                        jax.grad(lambda d: jnp.sum(f_dense(d) * y_bars[name]))(dense))
                 for name, (f, f_dense) in paths.items()}
