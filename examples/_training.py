@@ -16,6 +16,7 @@ read back only by the program (and flags) that wrote it.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
@@ -26,6 +27,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 __all__ = [
     "TrainState",
@@ -34,9 +36,11 @@ __all__ = [
     "batch_indices",
     "check_resumable",
     "configure_dtype",
+    "init_optimizer",
     "latest_checkpoint",
     "load_checkpoint",
     "load_params",
+    "make_train_step",
     "save_checkpoint",
     "train_loop",
     "write_json",
@@ -67,6 +71,32 @@ def configure_dtype(name: str) -> jnp.dtype:
     if name == "float64" and not jax.config.jax_enable_x64:
         jax.config.update("jax_enable_x64", True)
     return jnp.dtype(name)
+
+
+@functools.lru_cache(maxsize=16)
+def make_train_step(loss: Callable[[PyTree, PyTree], jax.Array], optimizer: optax.GradientTransformation) -> TrainStep:
+    """The jitted ``train_step(params, opt_state, batch) -> (params, opt_state, loss)`` of ``loss(params, batch)``.
+
+    Pure: the batch comes in as an argument, so data parallelism only has to shard it. Cached on
+    ``(loss, optimizer)`` (the examples' optimizer factories are cached too), so that runs with
+    equal flags in one process (a sweep, the demo, the tests) share one compiled step.
+    """
+
+    @jax.jit
+    def train_step(params, opt_state, batch):
+        value, grads = jax.value_and_grad(loss)(params, batch)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    return train_step
+
+
+# Jitted, so that the initialisation is one compilation (cached across runs with equal flags), not
+# one dispatch per tiny array.
+@functools.partial(jax.jit, static_argnums=0)
+def init_optimizer(optimizer: optax.GradientTransformation, params: PyTree) -> PyTree:
+    """``optimizer.init(params)``."""
+    return optimizer.init(params)
 
 
 def batch_indices(seed: int, step: int, n: int, batch_size: int) -> np.ndarray:

@@ -67,28 +67,16 @@ def make_optimizer(lr_start: float, lr_end: float, steps: int) -> tuple[optax.Gr
 @functools.lru_cache(maxsize=16)
 def make_train_step(model: models.Model, optimizer: optax.GradientTransformation
                     ) -> Callable[[PyTree, PyTree, Batch], tuple[PyTree, PyTree, jax.Array]]:
-    """The jitted ``train_step(params, opt_state, batch) -> (params, opt_state, loss)``.
+    """The jitted ``train_step(params, opt_state, batch) -> (params, opt_state, loss)`` of ``model``.
 
     Pure: the batch comes in as an argument, so data parallelism only has to shard it.
     """
 
-    def loss_fn(params: PyTree, batch: Batch) -> jax.Array:
+    def loss(params: PyTree, batch: Batch) -> jax.Array:
         inputs, targets = batch
         return relative_l2_loss(model.apply(params, inputs), targets)
 
-    @jax.jit
-    def train_step(params, opt_state, batch):
-        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    return train_step
-
-
-# Jitted, and cached across runs with equal flags.
-@functools.partial(jax.jit, static_argnums=0)
-def _init_optimizer(optimizer: optax.GradientTransformation, params: PyTree) -> PyTree:
-    return optimizer.init(params)
+    return _training.make_train_step(loss, optimizer)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     model = models.make_model(args.model)
     optimizer, schedule = make_optimizer(args.lr_start, args.lr_end, args.steps)
     params = model.init(np.random.default_rng(args.seed), dtype)
-    state = _training.TrainState(0, params, _init_optimizer(optimizer, params), args.seed)
+    state = _training.TrainState(0, params, _training.init_optimizer(optimizer, params), args.seed)
     print(f"{args.model}: {models.parameter_count(params)} parameters")
     checkpoint = _training.latest_checkpoint(run_dir) if args.resume else None
     if checkpoint is not None:

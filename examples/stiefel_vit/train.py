@@ -65,27 +65,15 @@ def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
 
-@functools.lru_cache(maxsize=16)
+def _loss(params: PyTree, batch: Batch) -> jax.Array:
+    patches, labels = batch
+    return cross_entropy(model.apply(params, patches), labels)
+
+
 def make_train_step(optimizer: optax.GradientTransformation
                     ) -> Callable[[PyTree, PyTree, Batch], tuple[PyTree, PyTree, jax.Array]]:
     """The pure jitted ``train_step(params, opt_state, batch) -> (params, opt_state, loss)``."""
-
-    def loss_fn(params: PyTree, batch: Batch) -> jax.Array:
-        patches, labels = batch
-        return cross_entropy(model.apply(params, patches), labels)
-
-    @jax.jit
-    def train_step(params, opt_state, batch):
-        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    return train_step
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _init_optimizer(optimizer: optax.GradientTransformation, params: PyTree) -> PyTree:
-    return optimizer.init(params)
+    return _training.make_train_step(_loss, optimizer)
 
 
 @jax.jit
@@ -133,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                              heads=args.heads, depth=args.depth, mlp_width=2 * args.width)
     params = model.init(np.random.default_rng(args.seed), config, dtype)
     optimizer, schedule = make_optimizer(args.optimizer, config, dtype, args.lr, args.steps)
-    state = _training.TrainState(0, params, _init_optimizer(optimizer, params), args.seed)
+    state = _training.TrainState(0, params, _training.init_optimizer(optimizer, params), args.seed)
     n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
     print(f"vit ({args.optimizer}): {n_params} parameters, {len(train_x)} train / {len(test_x)} test images")
     checkpoint = _training.latest_checkpoint(run_dir) if args.resume else None
