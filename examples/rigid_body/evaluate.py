@@ -223,8 +223,9 @@ def _time_axes(ax, curves: dict[str, np.ndarray], t: np.ndarray, ylabel: str, yl
         ax.plot(t, curve, color=colors[name], linewidth=1)
         if (when := stop_times[name]) is not None:
             ax.axvline(when, color=colors[name], linestyle=":", linewidth=1.5)
-            ax.annotate(f"t = {when:g}", xy=(when, 1), xycoords=("data", "axes fraction"), xytext=(-3, -4),
-                        textcoords="offset points", rotation=90, ha="right", va="top", fontsize=8,
+            # At the bottom: above, the curve itself runs out of the axes towards the divergence.
+            ax.annotate(f"t = {when:g}", xy=(when, 0), xycoords=("data", "axes fraction"), xytext=(-3, 4),
+                        textcoords="offset points", rotation=90, ha="right", va="bottom", fontsize=8,
                         color=colors[name])
     if log:
         ax.set_yscale("log")
@@ -248,7 +249,7 @@ def _legend(fig, labels: dict[str, str], colors: dict[str, str], reference: bool
     if diverged:
         handles.append(Line2D([], [], color="0.3", linestyle=":", marker="X", linewidth=1.5,
                               label=f"diverged: ‖z‖ > {DIVERGED_NORM:g} or not finite"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), fontsize=9, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=9, frameon=False)
 
 
 def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float,
@@ -305,7 +306,7 @@ def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float,
     fig = plt.figure(figsize=(12, 4.4), layout="constrained")
     ax = fig.add_subplot(1, 3, 1, projection="3d")
     _trajectory_axes(ax, rollouts, ref, 0, colors, stops)
-    ax.set_title("trajectory", fontsize=10)
+    ax.set(title="trajectory", zlabel="")  # the z label would run into the next panel's ticks
     for position, (name, (curves, times, ylabel, ylim, log, exact)) in zip((3, 2), panels.items()):
         ax = fig.add_subplot(1, 3, position)
         _time_axes(ax, {k: v[0] for k, v in curves.items()}, times, ylabel, ylim, log, colors,
@@ -326,7 +327,7 @@ def plot(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float, out: Pat
     paths = []
     for name, fig in figures(rollouts, ref, step, diverged_at).items():
         paths.append(out / f"{name}.png")
-        fig.savefig(paths[-1], dpi=80 if name == "overview" else 110)
+        fig.savefig(paths[-1], dpi=90 if name == "overview" else 110)
         plt.close(fig)
     return paths
 
