@@ -65,13 +65,16 @@ def _curves(history_by_run: dict[str, list[dict[str, float | None]]], diverged_a
               ("test_accuracy", "test accuracy", False), ("orthonormality_error", "max ‖WᵀW − I‖", True))
     fig, axes = plt.subplots(1, len(panels), figsize=(15, 3.8), layout="constrained")
     for ax, (key, title, log) in zip(axes, panels):
+        drawn = False
         for k, (name, history) in enumerate(history_by_run.items()):
             values = np.asarray([r[key] for r in history], dtype=float)  # null (diverged): NaN, not drawn
             ax.plot([r["step"] for r in history], np.maximum(values, 1e-9) if log else values,
                     color=f"C{k}", linewidth=1.2)
+            drawn |= bool(np.isfinite(values).any())
             if diverged_at[name] is not None:
                 ax.axvline(diverged_at[name], color=f"C{k}", linestyle=":", linewidth=1.5)
-        ax.set(title=title, xlabel="step", yscale="log" if log else "linear")
+        # A log axis without a single finite value (every run diverged) cannot be drawn.
+        ax.set(title=title, xlabel="step", yscale="log" if log and drawn else "linear")
         ax.grid(alpha=0.3)
     labels = [name if diverged_at[name] is None else f"{name} (diverged at step {diverged_at[name]}, dotted)"
               for name in history_by_run]
