@@ -73,7 +73,6 @@ __all__ = [
     "init_optimizer",
     "initial_state",
     "json_safe",
-    "latest_checkpoint",
     "load_checkpoint",
     "load_latest",
     "load_params",
@@ -300,12 +299,6 @@ def checkpoints(run_dir: Path) -> list[Path]:
     found = [(int(match[1]), path) for path in Path(run_dir).glob("checkpoint_*.npz")
              if (match := _CHECKPOINT_NAME.fullmatch(path.name))]
     return [path for _, path in sorted(found)]
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint with the highest step in ``run_dir``, or None."""
-    paths = checkpoints(run_dir)
-    return paths[-1] if paths else None
 
 
 def save_checkpoint(run_dir: Path, state: TrainState) -> Path:
