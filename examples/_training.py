@@ -12,53 +12,196 @@ optimizer state (``opt_state_000``, …), the step and the seed. The seed is the
 the initialisation draws from it once, and the batch of step ``k`` is a function of ``(seed, k)``.
 Checkpoints are restored into the pytree structure of a freshly initialised run, so a checkpoint is
 read back only by the program (and flags) that wrote it.
+
+The programs behave like command-line tools:
+
+- Flags are checked when they are parsed (:class:`ArgumentParser` and the ``argparse`` types
+  :func:`at_least`, :func:`positive_float`, :func:`directory`): a mistake is one line naming the
+  flag, exit status 2, no traceback. ``--help`` shows every default.
+- ``--resume`` reads the newest checkpoint that reads; a truncated or corrupt one is named in a
+  warning and the one before it is used (:func:`load_latest`). In a directory without checkpoints
+  ``--resume`` says so and starts at step 0, so that a batch job can always pass it (the first
+  launch and every requeue run the same command). A larger ``--steps`` extends a finished or
+  stopped run; its learning-rate schedule is then the one of the new ``--steps``, so the result
+  is not that of a run started with the larger ``--steps``.
+- Ctrl-C or SIGTERM (what batch schedulers send before they kill a job) saves a checkpoint of
+  the last finished step and writes the losses not yet logged before the program stops.
+- A run whose training loss stops being finite has *diverged*; its summary says where
+  (``"diverged": true, "diverged_at": {"where": "training", "step": k}``), and every number that is
+  not finite is written as ``null``: the JSON files are strict JSON (:func:`write_json`).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
+import math
 import os
+import re
+import signal
+import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 __all__ = [
+    "ArgumentParser",
+    "HelpFormatter",
     "TrainState",
     "TrainResult",
     "add_common_arguments",
+    "at_least",
     "batch_indices",
+    "check_flags",
     "check_resumable",
+    "checkpoints",
+    "command_line",
     "configure_dtype",
-    "latest_checkpoint",
+    "describe_divergence",
+    "directory",
+    "dumps",
+    "format_value",
+    "init_optimizer",
+    "initial_state",
+    "json_safe",
     "load_checkpoint",
+    "load_latest",
     "load_params",
+    "make_train_step",
+    "nonnegative_int",
+    "open_run",
+    "positive_float",
+    "positive_int",
     "save_checkpoint",
+    "summarize",
+    "summary_writer",
     "train_loop",
+    "training_divergence",
     "write_json",
 ]
 
 PyTree = Any
 TrainStep = Callable[[PyTree, PyTree, PyTree], tuple[PyTree, PyTree, jax.Array]]
+T = TypeVar("T")
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """``--help`` with every flag's default, and descriptions and epilogs with their line breaks."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An ``argparse`` parser with :class:`HelpFormatter`, one-line errors and checks of several flags.
+
+    An error is one line on stderr, ``<prog>: error: <message>``, and exit status 2: argparse's
+    usage block (fifteen lines for a trainer) is left out; ``--help`` has it.
+
+    Args:
+        checks: functions ``(namespace) -> message or None``, run after parsing; a message is
+            reported like any flag error.
+    """
+
+    def __init__(self, *args, checks: Sequence[Callable[[argparse.Namespace], str | None]] = (), **kwargs):
+        super().__init__(*args, formatter_class=HelpFormatter, **kwargs)
+        self.checks = list(checks)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        for check in self.checks:
+            if (message := check(parsed)) is not None:
+                self.error(message)
+        return parsed
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message.rstrip('.')}\n")
+
+
+def at_least(least: int) -> Callable[[str], int]:
+    """An ``argparse`` type: an integer ``≥ least``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            raise argparse.ArgumentTypeError(f"expected an integer ≥ {least}; got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = at_least(1)
+nonnegative_int = at_least(0)
+
+
+def positive_float(text: str) -> float:
+    """An ``argparse`` type: a finite number ``> 0`` (a rate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0; got {text!r}")
+    return value
+
+
+def directory(text: str) -> Path:
+    """An ``argparse`` type: a directory to write into; it may not exist yet, but it is not a file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    return path
+
+
+class _Rejected(Exception):
+    pass
+
+
+def check_flags(parser: argparse.ArgumentParser, program: argparse.ArgumentParser, flags: Sequence[str],
+                what: str) -> None:
+    """Parse ``flags`` with ``program`` (another program's parser) and report a mistake through ``parser``.
+
+    For programs that hand flags on (a sweep, a demo): the mistake is reported before any run
+    starts, as ``parser.error`` (one line naming ``what`` and the flag, exit status 2).
+    """
+
+    def reject(message: str):
+        raise _Rejected(message)
+
+    program.error = reject  # instead of printing the other program's usage and exiting
+    try:
+        program.parse_args(flags)
+    except _Rejected as error:
+        parser.error(f"{what}: {error}")
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, steps: int, batch_size: int) -> None:
     """The command-line flags every example's ``train`` shares."""
-    parser.add_argument("--steps", type=int, default=steps, help="number of optimizer steps (default %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=batch_size, help="minibatch size (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the initialisation and batch order")
+    parser.add_argument("--steps", type=positive_int, default=steps,
+                        help="number of optimizer steps (with --resume: may grow, to extend the run)")
+    parser.add_argument("--batch-size", type=positive_int, default=batch_size, help="minibatch size")
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the initialisation and batch order")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="parameter and data dtype (float64 turns on jax_enable_x64)")
-    parser.add_argument("--log-dir", type=Path, default=None,
-                        help="run directory: TensorBoard logs, checkpoints, summary.json")
-    parser.add_argument("--checkpoint-every", type=int, default=1000,
+    parser.add_argument("--log-dir", type=directory, default=None,
+                        help="run directory: TensorBoard logs, checkpoints, summary.json (None: runs/EXAMPLE/NAME)")
+    parser.add_argument("--checkpoint-every", type=nonnegative_int, default=1000,
                         help="save a checkpoint every N steps, and at the end (0: only at the end)")
-    parser.add_argument("--log-every", type=int, default=10, help="write scalars every N steps")
-    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --log-dir")
+    parser.add_argument("--log-every", type=positive_int, default=10, help="write scalars every N steps")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest readable checkpoint in --log-dir (none: start at step 0)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (batch jobs)")
 
 
@@ -67,6 +210,32 @@ def configure_dtype(name: str) -> jnp.dtype:
     if name == "float64" and not jax.config.jax_enable_x64:
         jax.config.update("jax_enable_x64", True)
     return jnp.dtype(name)
+
+
+@functools.lru_cache(maxsize=16)
+def make_train_step(loss: Callable[[PyTree, PyTree], jax.Array], optimizer: optax.GradientTransformation) -> TrainStep:
+    """The jitted ``train_step(params, opt_state, batch) -> (params, opt_state, loss)`` of ``loss(params, batch)``.
+
+    Pure: the batch comes in as an argument, so data parallelism only has to shard it. Cached on
+    ``(loss, optimizer)`` (the examples' optimizer factories are cached too), so that runs with
+    equal flags in one process (a sweep, the demo, the tests) share one compiled step.
+    """
+
+    @jax.jit
+    def train_step(params, opt_state, batch):
+        value, grads = jax.value_and_grad(loss)(params, batch)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    return train_step
+
+
+# Jitted, so that the initialisation is one compilation (cached across runs with equal flags), not
+# one dispatch per tiny array.
+@functools.partial(jax.jit, static_argnums=0)
+def init_optimizer(optimizer: optax.GradientTransformation, params: PyTree) -> PyTree:
+    """``optimizer.init(params)``."""
+    return optimizer.init(params)
 
 
 def batch_indices(seed: int, step: int, n: int, batch_size: int) -> np.ndarray:
@@ -109,16 +278,27 @@ class TrainResult(NamedTuple):
     final_loss: float  # mean loss of the last ``log_every`` steps
     train_time: float  # seconds in the loop, this call, compilation included
     steps_per_second: float  # after the first (compiling) step, evaluations and checkpoints left out
+    diverged_at: int | None  # the first step (of this call) whose loss is not finite, None if none
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+
+# Only complete names: ``save_checkpoint``'s half-written ``checkpoint_<step>.npz.tmp.npz`` never counts.
+_CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)\.npz")
+# What reading a truncated or corrupt archive raises (np.load, zipfile, the .npy header parser),
+# and what :func:`_restore_tree` raises for a checkpoint of other flags.
+_UNREADABLE = (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile)
 
 
 def _checkpoint_path(run_dir: Path, step: int) -> Path:
     return run_dir / f"checkpoint_{step:08d}.npz"
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint with the highest step in ``run_dir``, or None."""
-    paths = sorted(Path(run_dir).glob("checkpoint_*.npz"))
-    return paths[-1] if paths else None
+def checkpoints(run_dir: Path) -> list[Path]:
+    """The checkpoints in ``run_dir``, in the order of their steps (none if it does not exist)."""
+    found = [(int(match[1]), path) for path in Path(run_dir).glob("checkpoint_*.npz")
+             if (match := _CHECKPOINT_NAME.fullmatch(path.name))]
+    return [path for _, path in sorted(found)]
 
 
 def save_checkpoint(run_dir: Path, state: TrainState) -> Path:
@@ -172,8 +352,63 @@ def load_params(path: Path, template: PyTree) -> PyTree:
         return _restore_tree(path, archive, "params", template)
 
 
+def load_latest(run_dir: Path, load: Callable[[Path], T]) -> tuple[Path, T] | None:
+    """``load`` the newest checkpoint of ``run_dir`` that reads; None if there is no checkpoint.
+
+    Each newer checkpoint that does not read (truncated, corrupt, or written with other flags) is
+    named in a warning on stderr, and the one before it is tried.
+
+    Raises:
+        ValueError: ``run_dir`` holds checkpoints and none of them reads; the message names each.
+    """
+    failures = []
+    for path in reversed(checkpoints(run_dir)):
+        try:
+            return path, load(path)
+        except _UNREADABLE as error:
+            reason = f"{type(error).__name__}: {error}"
+            failures.append(f"{path.name} ({reason})")
+            print(f"warning: cannot read checkpoint {path} ({reason}); trying the one before it", file=sys.stderr)
+    if failures:
+        raise ValueError(f"no readable checkpoint in {run_dir}: {'; '.join(failures)}")
+    return None
+
+
+# -- run directory -------------------------------------------------------------------------------
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN and infinities as None (strict JSON has no such numbers), NumPy scalars as Python's.
+
+    Mappings and sequences are copied (as dicts and lists); a summary passed through it equals
+    what its JSON file reads back as.
+    """
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def dumps(data: Any, **kwargs) -> str:
+    """Strict JSON of ``data``: NaN and infinities become ``null`` (they are not JSON numbers)."""
+    return json.dumps(json_safe(data), allow_nan=False, default=str, **kwargs)
+
+
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    """Write ``data`` as :func:`dumps` does, indented, keys sorted."""
+    path.write_text(dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def format_value(value: Any, spec: str) -> str:
+    """``format(value, spec)``, or ``n/a`` for a number a diverged run does not have (None or not finite)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    return format(value, spec)
 
 
 # Flags that do not change the trained parameters may differ between a run and its resumption.
@@ -184,22 +419,154 @@ _RESUME_INSENSITIVE = ("resume", "checkpoint_every", "log_every", "eval_every", 
 def check_resumable(run_dir: Path, config: Mapping[str, Any], resume: bool) -> None:
     """Write ``config.json``; with ``resume``, first check that the stored one matches ``config``.
 
+    ``steps`` may grow: that extends the run (see the module docstring for its schedule).
+
     Raises:
-        ValueError: resuming with flags that change the result (steps, learning rates, …), or
-            starting afresh in a directory that already holds checkpoints.
+        ValueError: resuming with flags that change the result (learning rates, sizes, a smaller
+            ``steps``, …), or starting afresh in a directory that already holds checkpoints.
     """
     path = run_dir / "config.json"
-    if resume and path.exists():
+    if resume and path.exists() and checkpoints(run_dir):
         stored = json.loads(path.read_text())
         differ = {k: (stored.get(k), v) for k, v in config.items()
                   if k not in _RESUME_INSENSITIVE and stored.get(k) != v}
+        old_steps, new_steps = differ.get("steps", (None, None))
+        if isinstance(old_steps, int) and isinstance(new_steps, int) and new_steps > old_steps:
+            del differ["steps"]
+            if not differ:
+                print(f"extending {run_dir} from --steps {old_steps} to {new_steps}: the learning-rate "
+                      f"schedule of --steps {new_steps} applies from the checkpoint on")
         if differ:
             raise ValueError(f"--resume: flags differ from the stopped run in {run_dir}: "
-                             + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in differ.items()))
-    elif not resume and latest_checkpoint(run_dir) is not None:
+                             + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in differ.items())
+                             + " (only --steps may change, and only grow)")
+    elif not resume and checkpoints(run_dir):
         raise ValueError(f"{run_dir} already holds checkpoints: pass --resume to continue, "
                          "or choose another --log-dir.")
     write_json(path, config)
+
+
+def open_run(parser: argparse.ArgumentParser, args: argparse.Namespace, default_dir: Path) -> Path:
+    """The run directory (``--log-dir``, else ``default_dir``), created, its ``config.json`` checked and written.
+
+    A conflict with a stored run (:func:`check_resumable`) is reported with ``parser.error``.
+    """
+    if args.log_dir is None:
+        args.log_dir = default_dir
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in sorted(vars(args).items())}
+    try:
+        check_resumable(args.log_dir, config, args.resume)
+    except ValueError as error:
+        parser.error(str(error))
+    return args.log_dir
+
+
+def initial_state(parser: argparse.ArgumentParser, run_dir: Path, fresh: TrainState, resume: bool) -> TrainState:
+    """``fresh``, or with ``resume`` the newest readable checkpoint of ``run_dir`` (:func:`load_latest`).
+
+    Without a checkpoint ``--resume`` says so on stderr and starts from ``fresh``; with checkpoints
+    none of which reads, it stops with ``parser.error``.
+    """
+    if not resume:
+        return fresh
+    try:
+        found = load_latest(run_dir, lambda path: load_checkpoint(path, fresh))
+    except ValueError as error:
+        parser.error(str(error))
+    if found is None:
+        print(f"--resume: no checkpoint in {run_dir}; starting a new run at step 0", file=sys.stderr)
+        return fresh
+    path, state = found
+    print(f"resuming {run_dir} from step {state.step} ({path.name})")
+    return state
+
+
+def summary_writer(run_dir: Path, resume_step: int | None):
+    """A ``tensorboardX.SummaryWriter`` into ``run_dir``.
+
+    A resumed run (``resume_step``: its first step) drops what was logged after its checkpoint:
+    those steps are about to be logged again.
+    """
+    from tensorboardX import SummaryWriter
+
+    return SummaryWriter(logdir=str(run_dir), purge_step=resume_step)
+
+
+def training_divergence(result: TrainResult) -> dict[str, Any] | None:
+    """The ``diverged_at`` of a summary whose training diverged, else None."""
+    return None if result.diverged_at is None else {"where": "training", "step": result.diverged_at}
+
+
+def describe_divergence(diverged_at: Mapping[str, Any]) -> str:
+    """A sentence on a training divergence (:func:`training_divergence`)."""
+    return f"training diverged at step {diverged_at['step']} (the loss is not finite)"
+
+
+def summarize(run_dir: Path, writer, args: argparse.Namespace, start: TrainState, result: TrainResult, *,
+              hparams: Sequence[str], fields: Mapping[str, Any], metrics: Sequence[str],
+              diverged_at: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Write a finished run's ``summary.json`` and TensorBoard hyperparameter table; return the summary.
+
+    Args:
+        run_dir: the run directory.
+        writer: its ``tensorboardX.SummaryWriter``.
+        args: the flags.
+        start: the state the run started (or resumed) from.
+        result: what :func:`train_loop` returned.
+        hparams: the flags (names in ``args``) that the table and the summary show.
+        fields: more of the summary (parameter count, evaluation results, …).
+        metrics: the names of the fields that the table shows beside ``hparam/diverged`` (1 or 0);
+            one that is not finite cannot be shown there and is left out.
+        diverged_at: where the run diverged (:func:`training_divergence`, or the example's own), or None.
+
+    Returns:
+        The summary as its JSON file reads back (:func:`json_safe`): the ``hparams``, ``resumed_from``,
+        ``final_loss``, ``train_time_s``, ``steps_per_s``, the ``fields``, ``diverged`` and ``diverged_at``.
+    """
+    summary = json_safe({k: getattr(args, k) for k in hparams}
+                        | {"resumed_from": start.step, "final_loss": result.final_loss,
+                           "train_time_s": result.train_time, "steps_per_s": result.steps_per_second}
+                        | dict(fields) | {"diverged": diverged_at is not None, "diverged_at": diverged_at})
+    shown = {f"hparam/{k}": summary[k] for k in metrics if summary[k] is not None}
+    writer.add_hparams({k: summary[k] for k in hparams}, shown | {"hparam/diverged": float(summary["diverged"])},
+                       name="hparams")
+    write_json(run_dir / "summary.json", summary)
+    return summary
+
+
+def command_line(main: Callable[[], Any]) -> None:
+    """Run an example's ``main`` as a program: an interrupt exits with status 130, without a traceback.
+
+    :func:`train_loop` has already saved a checkpoint and said so when the interrupt gets here.
+    """
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+# -- the loop ------------------------------------------------------------------------------------
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Let SIGTERM (what ``kill`` and batch schedulers send) interrupt like Ctrl-C.
+
+    Signal handlers can only be set in the main thread; elsewhere SIGTERM keeps its handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def train_loop(
@@ -234,7 +601,8 @@ def train_loop(
             ``eval_every`` steps and at the end.
         eval_every: interval of ``evaluate`` (0: only at the end).
 
-    A ``KeyboardInterrupt`` saves a checkpoint of the last finished step before it propagates.
+    A ``KeyboardInterrupt`` (Ctrl-C, or SIGTERM while the loop runs) saves a checkpoint of the last
+    finished step and writes and flushes the losses not yet logged before it propagates.
     """
     from tqdm import tqdm
 
@@ -242,52 +610,75 @@ def train_loop(
     losses: list[jax.Array] = []
     pending: list[tuple[int, jax.Array]] = []
     recent: list[float] = []
+    diverged_at = None
+    saved = None  # the step of this call's newest checkpoint
+
+    def log(tag: str, value: float, s: int) -> None:
+        # TensorBoard draws no NaN or infinity, and tensorboardX warns about each one: a diverged
+        # run's curves end where it diverged, and the divergence is logged once, as text.
+        if math.isfinite(value):
+            writer.add_scalar(tag, value, s)
+
+    def log_pending() -> None:
+        nonlocal pending, recent, diverged_at
+        if not pending:
+            return
+        recent = [float(value) for _, value in pending]
+        for (s, _), value in zip(pending, recent):
+            log("train/loss", value, s)
+            if diverged_at is None and not math.isfinite(value):
+                diverged_at = s
+                writer.add_text("train/diverged", f"the training loss is not finite from step {s} on", s)
+        pending = []
+
     bar = tqdm(total=steps, initial=step, disable=not progress, dynamic_ncols=True, mininterval=0.5, unit="step")
     start = time.perf_counter()
     after_first = None
     set_aside = 0.0  # seconds of evaluations and checkpoints, left out of the steps per second
-    try:
-        while step < steps:
-            # One assignment, so an interrupt never leaves `step` and `params` out of step.
-            (params, opt_state, loss), step = train_step(params, opt_state, next_batch(step)), step + 1
-            losses.append(loss)
-            pending.append((step, loss))
-            if after_first is None:
-                loss.block_until_ready()
-                after_first = time.perf_counter()
-            if step % log_every == 0 or step == steps:
-                recent = [float(value) for _, value in pending]
-                for s, value in zip((s for s, _ in pending), recent):
-                    writer.add_scalar("train/loss", value, s)
-                pending = []
-                if learning_rate is not None:
-                    writer.add_scalar("train/learning_rate", float(learning_rate(step)), step)
-                bar.set_postfix(loss=f"{np.mean(recent):.3e}", refresh=False)
-            aside = time.perf_counter()
-            if evaluate is not None and eval_every and step % eval_every == 0 and step != steps:
-                for name, value in evaluate(params, step).items():
-                    writer.add_scalar(f"eval/{name}", value, step)
-            if checkpoint_every and step % checkpoint_every == 0:
-                save_checkpoint(run_dir, TrainState(step, params, opt_state, seed))
-            set_aside += time.perf_counter() - aside
-            bar.update(1)
-    except KeyboardInterrupt:
-        bar.close()
-        # ``params`` and ``opt_state`` belong to ``step``: the interrupted step was never assigned.
-        path = save_checkpoint(run_dir, TrainState(step, params, opt_state, seed))
-        print(f"\ninterrupted at step {step}; saved {path}; continue with --resume")
-        raise
-    bar.close()
+    with _sigterm_interrupts():
+        try:
+            while step < steps:
+                # One assignment, so an interrupt never leaves `step` and `params` out of step.
+                (params, opt_state, loss), step = train_step(params, opt_state, next_batch(step)), step + 1
+                losses.append(loss)
+                pending.append((step, loss))
+                if after_first is None:
+                    loss.block_until_ready()
+                    after_first = time.perf_counter()
+                if step % log_every == 0 or step == steps:
+                    log_pending()
+                    if learning_rate is not None:
+                        log("train/learning_rate", float(learning_rate(step)), step)
+                    bar.set_postfix(loss=f"{np.mean(recent):.3e}", refresh=False)
+                aside = time.perf_counter()
+                if evaluate is not None and eval_every and step % eval_every == 0 and step != steps:
+                    for name, value in evaluate(params, step).items():
+                        log(f"eval/{name}", value, step)
+                if checkpoint_every and step % checkpoint_every == 0:
+                    save_checkpoint(run_dir, TrainState(step, params, opt_state, seed))
+                    saved = step
+                set_aside += time.perf_counter() - aside
+                bar.update(1)
+        except KeyboardInterrupt:
+            bar.close()
+            # ``params`` and ``opt_state`` belong to ``step``: the interrupted step was never assigned.
+            path = save_checkpoint(run_dir, TrainState(step, params, opt_state, seed))
+            print(f"\ninterrupted at step {step}; saved {path}; continue with --resume", file=sys.stderr)
+            raise
+        finally:
+            bar.close()
+            log_pending()
+            writer.flush()
     jax.block_until_ready(params)
     end = time.perf_counter()
     final = TrainState(step, params, opt_state, seed)
-    if latest_checkpoint(run_dir) != _checkpoint_path(run_dir, step):
+    if saved != step:  # also replaces an unreadable checkpoint of this step left by an earlier run
         save_checkpoint(run_dir, final)
     if evaluate is not None:
         for name, value in evaluate(params, step).items():
-            writer.add_scalar(f"eval/{name}", value, step)
+            log(f"eval/{name}", value, step)
     writer.flush()
     run = len(losses)
     rate = (run - 1) / (end - after_first - set_aside) if run > 1 and end > after_first + set_aside else float("nan")
     return TrainResult(final, np.asarray([float(x) for x in losses]),
-                       float(np.mean(recent)) if recent else float("nan"), end - start, rate)
+                       float(np.mean(recent)) if recent else float("nan"), end - start, rate, diverged_at)

@@ -11,7 +11,11 @@ with its own ``--log-dir`` under ``--out``. Three ways to use it:
 - ``--collect``: only read the summaries (``summary.json`` of each run) and write the table.
 
 The table goes to ``results.md`` (the grid's flags and the example's main metrics) and
-``results.csv`` (every scalar of the summaries) in ``--out``, and to the terminal.
+``results.csv`` (every scalar of the summaries) in ``--out``, and to the terminal; a diverged
+run's missing metrics are empty cells, and its ``diverged`` column says ``True``.
+
+Every run's flags are checked with the train program's own parser before anything runs: a
+misspelled flag or a bad value stops the sweep with one line naming it (exit status 2).
 
 Examples::
 
@@ -36,11 +40,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from examples import _training
+
 __all__ = ["EXAMPLES", "collect", "commands", "expand_grid", "main"]
 
 EXAMPLES = {
-    "rigid_body": ("final_loss", "rollout_error", "norm_drift", "train_time_s", "steps_per_s"),
-    "stiefel_vit": ("test_accuracy", "test_loss", "orthonormality_error", "train_time_s", "steps_per_s"),
+    "rigid_body": ("final_loss", "rollout_error", "norm_drift", "diverged", "train_time_s", "steps_per_s"),
+    "stiefel_vit": ("test_accuracy", "test_loss", "orthonormality_error", "diverged", "train_time_s", "steps_per_s"),
 }
 """The examples a sweep can run, with the summary fields shown in ``results.md``."""
 
@@ -107,39 +113,56 @@ def _write_tables(example: str, rows: list[dict[str, Any]], grid_flags: list[str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m examples.sweep", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser = _training.ArgumentParser(prog="python -m examples.sweep", description=__doc__.split("\n\n")[0],
+                                      epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     parser.add_argument("example", choices=sorted(EXAMPLES), help="which example's train program")
     parser.add_argument("--grid", type=_parse_assignment, action="append", default=[], metavar="FLAG=V1,V2",
                         help="a flag of the train program and its values (repeat for more axes)")
     parser.add_argument("--set", type=_parse_assignment, action="append", default=[], metavar="FLAG[=V]",
                         help="a flag (with its value) given to every run")
-    parser.add_argument("--out", type=Path, required=True, help="the sweep's directory")
+    parser.add_argument("--out", type=_training.directory, required=True, default=argparse.SUPPRESS,
+                        help="the sweep's directory")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--print-commands", action="store_true", help="print one command per run; run nothing")
     mode.add_argument("--collect", action="store_true", help="only collect the summaries into the table")
     return parser
 
 
+# The sweep gives every run its own --log-dir and decides on --resume itself.
+_RESERVED = ("log-dir", "resume")
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace, train, runs: list[list[str]]) -> None:
+    names = [name for name, _ in [*args.grid, *args.set]]
+    for name in names:
+        if name in _RESERVED:
+            parser.error(f"--grid/--set: the sweep sets --{name} itself")
+    if repeated := sorted({name for name in names if names.count(name) > 1}):
+        parser.error(f"--grid/--set: --{repeated[0]} is given more than once")
+    for flags in runs:
+        _training.check_flags(parser, train.build_parser(), flags, "--grid/--set")
+
+
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Run (or print, or collect) the sweep; return the table's rows."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     points = expand_grid(args.grid)
     runs = commands(points, args.set, args.out)
     module = f"examples.{args.example}.train"
+    train = importlib.import_module(module)
+    _check(parser, args, train, runs)
     if args.print_commands:
         for flags in runs:
             print(shlex.join([sys.executable, "-m", module, *flags]))
         return []
     if not args.collect:
-        train = importlib.import_module(module)
-        for i, (point, flags) in enumerate(zip(points, runs), 1):
+        for i, flags in enumerate(runs, 1):
             run_dir = Path(flags[-1])
             if (run_dir / "summary.json").exists():
                 print(f"[{i}/{len(runs)}] {run_dir.name}: done, skipped")
                 continue
-            resume = run_dir.exists() and any(run_dir.glob("checkpoint_*.npz"))
+            resume = bool(_training.checkpoints(run_dir))
             print(f"[{i}/{len(runs)}] {run_dir.name}" + (" (resuming)" if resume else ""))
             train.main(flags + (["--resume"] if resume else []))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -150,4 +173,4 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    main()
+    _training.command_line(main)

@@ -4,9 +4,11 @@ Trains the volume-preserving transformer (``vpt``, 162 parameters), the volume-p
 feed-forward network (``vpff``, 135) and a standard transformer (``transformer``, 153) with the
 paper's loss and learning-rate schedule (Adam, 1e-2 decaying exponentially to 1e-6) for
 ``--steps`` minibatches each, then rolls every model out for 500 steps from the two validation
-initial conditions and writes the plots and ``summary.json``. The default budget (6000 steps of
-256 windows per model) takes 1.5–2.5 minutes on 2 CPU cores in all, data generation and
-compilation included. Every run goes into a new directory under ``--out``; nothing is overwritten.
+initial conditions and writes the plots and ``summary.json``; the table, the plots and
+``summary.json`` say when a model diverged (training step or rollout time). The default budget
+(6000 steps of 256 windows per model) takes 1.5–2.5 minutes on 2 CPU cores in all, data
+generation and compilation included. Every run goes into a new directory under ``--out``;
+nothing is overwritten.
 
 What to expect at this budget (about 0.3% of the paper's steps, at 1/64 of its batch): every model
 fits the training windows to a relative error of about 1%, and that error compounds over the 166
@@ -47,18 +49,22 @@ from typing import Any
 
 import numpy as np
 
+from examples import _training
 from examples.rigid_body import data, evaluate, models, train
 
 __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m examples.rigid_body.demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=6000, help="optimizer steps per model (default %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=256, help="minibatch size (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="parent of the demo's run directory")
-    parser.add_argument("--cache-dir", type=Path, default=None, help="data cache directory")
+    parser = _training.ArgumentParser(prog="python -m examples.rigid_body.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=_training.positive_int, default=6000, help="optimizer steps per model")
+    parser.add_argument("--batch-size", type=_training.positive_int, default=256, help="minibatch size")
+    parser.add_argument("--seed", type=_training.nonnegative_int, default=0,
+                        help="seed of every model's initialisation and batch order")
+    parser.add_argument("--out", type=_training.directory, default=Path("runs/demo"),
+                        help="parent of the demo's run directory")
+    parser.add_argument("--cache-dir", type=_training.directory, default=None,
+                        help="data cache directory (None: $PULLBACKS_CACHE or ~/.cache/pullbacks)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
@@ -87,4 +93,4 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    _training.command_line(main)

@@ -3,13 +3,21 @@
 Each model starts from the first three implicit-midpoint states of the two validation initial
 conditions ``(sin 1.1, 0, cos 1.1)`` and ``(0, sin 1.1, cos 1.1)`` and is applied to its own
 predictions, three states at a time, until 500 steps of ``h = 0.2`` (``t = 100``). The reference is
-the implicit midpoint rule from the same initial conditions. Written to ``--out``:
+the implicit midpoint rule from the same initial conditions. A rollout has *diverged* at the first
+state that is not finite or has ``‖z‖ > 10`` (:data:`DIVERGED_NORM`; the exact flow keeps
+``‖z‖ = 1``). Written to ``--out``:
 
 - ``trajectories.png``: the 3-D trajectories on the sphere, every model against the reference;
 - ``norm.png``: ``‖z(t)‖`` (1 for the exact flow, which conserves it);
 - ``error.png``: ``‖z(t) − z_ref(t)‖``;
 - ``overview.png``: a one-row figure of all three for a README;
-- ``summary.json``: each run's training summary with the rollout metrics.
+- ``summary.json``: each run's training summary with the rollout metrics, and ``"diverged"`` with
+  ``"diverged_at"``: ``{"where": "rollout", "t": …, "rollout_step": …, "initial_condition": …}``,
+  or ``{"where": "training", "step": …}`` for a run whose training loss stopped being finite, or
+  ``null``. A metric that is not finite is ``null``.
+
+In the plots a diverged model's legend entry says when, each time panel marks the divergence with
+a dotted vertical line, and a cross marks the last point drawn of its trajectory before it.
 
 Usage::
 
@@ -34,11 +42,16 @@ from jax import lax
 from examples import _training
 from examples.rigid_body import data, models
 
-__all__ = ["INERTIAS", "main", "reference", "restore_run", "rollout", "rollout_metrics", "validate"]
+__all__ = ["DIVERGED_NORM", "INERTIAS", "INITIAL_CONDITIONS", "describe_divergence", "divergence_index", "figures",
+           "main", "plot", "reference", "restore_run", "rollout", "rollout_divergence", "rollout_metrics", "validate"]
 
 N_STEPS = 500
 INERTIAS = {"paper": data.PAPER_INERTIA, "code": data.CODE_INERTIA}
 """The ``--inertia`` choices (math.md §7)."""
+DIVERGED_NORM = 10.0
+"""A rollout state with ``‖z‖`` above this (or not finite) has diverged."""
+INITIAL_CONDITIONS = ("(sin 1.1, 0, cos 1.1)", "(0, sin 1.1, cos 1.1)")
+"""The validation initial conditions, as :func:`data.validation_initial_conditions` orders them."""
 
 PyTree = Any
 
@@ -108,29 +121,68 @@ def validate(model: models.Model, params: PyTree, dtype: jnp.dtype, *,
     return predicted, ref, rollout_metrics(predicted, ref)
 
 
+def divergence_index(predicted: np.ndarray) -> np.ndarray:
+    """``(n,)``: the index of each trajectory's first diverged state, -1 where none diverged."""
+    norm = np.linalg.norm(np.asarray(predicted, dtype=np.float64), axis=-1)
+    diverged = ~(norm <= DIVERGED_NORM)  # NaN compares False
+    return np.where(diverged.any(axis=-1), np.argmax(diverged, axis=-1), -1)
+
+
+def rollout_divergence(predicted: np.ndarray, step: float = data.STEP) -> dict[str, Any] | None:
+    """The first divergence of rollouts ``(2, n_states, 3)`` from the validation ICs, or None.
+
+    Returns:
+        ``{"where": "rollout", "t": t, "rollout_step": k, "initial_condition": "(…)"}`` for the
+        earliest diverged state over both trajectories (``t = k·step``).
+    """
+    index = divergence_index(predicted)
+    diverged = [i for i in range(len(index)) if index[i] >= 0]
+    if not diverged:
+        return None
+    first = min(diverged, key=lambda i: index[i])
+    return {"where": "rollout", "t": round(float(index[first] * step), 9), "rollout_step": int(index[first]),
+            "initial_condition": INITIAL_CONDITIONS[first]}
+
+
+def describe_divergence(diverged_at: dict[str, Any]) -> str:
+    """A sentence on where a model diverged (``diverged_at`` of a summary)."""
+    if diverged_at["where"] != "rollout":
+        return _training.describe_divergence(diverged_at)
+    return (f"rollout from z₀ = {diverged_at['initial_condition']} diverged at t = {diverged_at['t']:g} "
+            f"(step {diverged_at['rollout_step']}: ‖z‖ > {DIVERGED_NORM:g} or not finite)")
+
+
 @functools.partial(jax.jit, static_argnames=("model", "n_states"))
 def _rollout(model: models.Model, params: PyTree, window: jax.Array, n_states: int) -> jax.Array:
     return rollout(model.apply, params, window, n_states)
 
 
 def restore_run(run_dir: Path) -> tuple[dict[str, Any], models.Model, PyTree]:
-    """The flags, model and final parameters of a training run directory."""
+    """The flags, model and parameters of a training run directory's newest readable checkpoint.
+
+    A newer checkpoint that does not read is named in a warning (:func:`_training.load_latest`).
+
+    Raises:
+        FileNotFoundError: no checkpoint in ``run_dir``.
+        ValueError: checkpoints, none of which reads.
+    """
     config = json.loads((run_dir / "config.json").read_text())
-    checkpoint = _training.latest_checkpoint(run_dir)
-    if checkpoint is None:
-        raise FileNotFoundError(f"restore_run: no checkpoint in {run_dir}.")
     model = models.make_model(config["model"])
     dtype = _training.configure_dtype(config["dtype"])
     template = model.init(np.random.default_rng(0), dtype)
-    return config, model, _training.load_params(checkpoint, template)
+    found = _training.load_latest(run_dir, lambda path: _training.load_params(path, template))
+    if found is None:
+        raise FileNotFoundError(f"restore_run: no checkpoint in {run_dir}.")
+    return config, model, found[1]
 
 
 # -- plots ---------------------------------------------------------------------------------------
 
-_IC_LABELS = ("z₀ = (sin 1.1, 0, cos 1.1)", "z₀ = (0, sin 1.1, cos 1.1)")
 _RADIUS = 1.5  # trajectory points farther out are not drawn
 _NORM_LIMITS = (0.0, 2.0)
 _ERROR_LIMITS = (1e-4, 1e1)
+_REFERENCE = {"color": "black", "linestyle": "--", "linewidth": 1.2}
+_REFERENCE_LABEL = "implicit midpoint (‖z‖ = 1)"
 
 
 def _pyplot():
@@ -147,98 +199,172 @@ def _sphere(ax) -> None:
     ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", linewidth=0.4)
 
 
-def _trajectory_axes(ax, rollouts: dict[str, np.ndarray], ref: np.ndarray, i: int, legend: bool) -> None:
+def _trajectory_axes(ax, rollouts: dict[str, np.ndarray], ref: np.ndarray, i: int, colors: dict[str, str],
+                     stops: dict[str, np.ndarray]) -> None:
     _sphere(ax)
     for name, predicted in rollouts.items():
+        z = predicted[i]
         # Points far off the sphere are left out (the line breaks there) so that a diverging
-        # rollout does not hide the others.
-        shown = np.where(np.linalg.norm(predicted[i], axis=-1, keepdims=True) < _RADIUS, predicted[i], np.nan)
-        ax.plot(*shown.T, linewidth=1, label=name)
-    ax.plot(*ref[i].T, color="black", linestyle="--", linewidth=1.5, label="implicit midpoint")
+        # rollout does not hide the others; a cross marks its last drawn point before it diverged.
+        inside = np.linalg.norm(z, axis=-1) < _RADIUS
+        ax.plot(*np.where(inside[:, None], z, np.nan).T, color=colors[name], linewidth=1)
+        drawn = np.flatnonzero(inside[:stops[name][i]]) if stops[name][i] >= 0 else []
+        if len(drawn):
+            ax.plot(*z[drawn[-1], :, None], color=colors[name], marker="X", markersize=9, linestyle="none")
+    ax.plot(*ref[i].T, **_REFERENCE)
     ax.set(xlim=(-1.2, 1.2), ylim=(-1.2, 1.2), zlim=(-1.2, 1.2), xlabel="z₁", ylabel="z₂", zlabel="z₃")
-    ax.set_title(_IC_LABELS[i], fontsize=9)
-    if legend:
-        ax.legend(fontsize=7, loc="upper left")
 
 
 def _time_axes(ax, curves: dict[str, np.ndarray], t: np.ndarray, ylabel: str, ylim: tuple[float, float],
-               log: bool, exact: float | None = None) -> None:
-    if exact is not None:
-        ax.axhline(exact, color="black", linestyle="--", linewidth=1, label="exact")
+               log: bool, colors: dict[str, str], stop_times: dict[str, float | None], exact: bool) -> None:
+    if exact:
+        ax.axhline(1.0, **_REFERENCE)
     for name, curve in curves.items():
-        ax.plot(t, curve, linewidth=1, label=name)
+        ax.plot(t, curve, color=colors[name], linewidth=1)
+        if (when := stop_times[name]) is not None:
+            ax.axvline(when, color=colors[name], linestyle=":", linewidth=1.5)
+            # At the bottom: above, the curve itself runs out of the axes towards the divergence.
+            ax.annotate(f"t = {when:g}", xy=(when, 0), xycoords=("data", "axes fraction"), xytext=(-3, 4),
+                        textcoords="offset points", rotation=90, ha="right", va="bottom", fontsize=8,
+                        color=colors[name])
     if log:
         ax.set_yscale("log")
-    ax.set(xlabel="t", ylabel=ylabel, ylim=ylim)
+    ax.set(xlabel="t", ylabel=ylabel, ylim=ylim, xlim=(t[0], t[-1]))
     ax.grid(alpha=0.3)
 
 
-def plot(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float, out: Path) -> list[Path]:
-    """Write the trajectory, norm, error and overview figures; return their paths.
+def _label(name: str, stop_times: list[float | None], diverged_at: dict[str, Any] | None) -> str:
+    if diverged_at is not None and diverged_at["where"] == "training":
+        return f"{name} (training diverged at step {diverged_at['step']})"
+    times = [when for when in stop_times if when is not None]
+    return f"{name} (diverged at t = {min(times):g})" if times else name
 
-    The error is drawn from the first predicted state on (the first ``T`` states are given).
+
+def _legend(fig, labels: dict[str, str], colors: dict[str, str], reference: bool, diverged: bool) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colors[name], linewidth=1.5, label=label) for name, label in labels.items()]
+    if reference:
+        handles.append(Line2D([], [], label=_REFERENCE_LABEL, **_REFERENCE))
+    if diverged:
+        handles.append(Line2D([], [], color="0.3", linestyle=":", marker="X", linewidth=1.5,
+                              label=f"diverged: ‖z‖ > {DIVERGED_NORM:g} or not finite"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=9, frameon=False)
+
+
+def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float,
+            diverged_at: dict[str, dict[str, Any] | None] | None = None) -> dict[str, Any]:
+    """The trajectory, norm, error and overview figures (``matplotlib`` figures, by file stem).
+
+    Args:
+        rollouts: each model's predicted trajectories ``(2, n_states, 3)``, by name.
+        ref: the reference ``(2, n_states, 3)``.
+        step: the time step ``h``.
+        diverged_at: each model's ``diverged_at`` (summary), for a training divergence's label.
+
+    Each diverged model's legend entry gives the earliest divergence (:func:`divergence_index`),
+    and each panel marks its own. The error is drawn from the first predicted state on (the first
+    ``T`` states are given).
     """
     plt = _pyplot()
+    diverged_at = diverged_at or {}
+    n = ref.shape[0]
     t = step * np.arange(ref.shape[1])
     predicted = slice(data.N_IN, None)
+    colors = {name: f"C{k}" for k, name in enumerate(rollouts)}
+    stops = {name: divergence_index(p) for name, p in rollouts.items()}
+    stop_times = {name: [float(t[k]) if k >= 0 else None for k in index] for name, index in stops.items()}
+    labels = {name: _label(name, stop_times[name], diverged_at.get(name)) for name in rollouts}
+    diverged = any(when is not None for times in stop_times.values() for when in times)
     norms = {name: np.linalg.norm(p, axis=-1) for name, p in rollouts.items()}
     errors = {name: np.linalg.norm(p - ref, axis=-1)[:, predicted] for name, p in rollouts.items()}
-    panels = {"norm": (norms, t, "‖z(t)‖", _NORM_LIMITS, False, 1.0),
-              "error": (errors, t[predicted], "‖z(t) − z_ref(t)‖", _ERROR_LIMITS, True, None)}
-    paths = []
+    panels = {"norm": (norms, t, "‖z(t)‖", _NORM_LIMITS, False, True),
+              "error": (errors, t[predicted], "‖z(t) − z_ref(t)‖", _ERROR_LIMITS, True, False)}
+    titles = {"norm": "‖z(t)‖ along the rollouts (the exact flow keeps ‖z‖ = 1)",
+              "error": "Distance from the implicit-midpoint reference"}
+    out = {}
 
-    fig = plt.figure(figsize=(11, 5))
-    for i in range(ref.shape[0]):
-        _trajectory_axes(fig.add_subplot(1, ref.shape[0], i + 1, projection="3d"), rollouts, ref, i, legend=i == 0)
-    fig.suptitle(f"Rollouts, {ref.shape[1] - 1} steps of h = {step}")
-    paths.append(out / "trajectories.png")
-    fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    fig = plt.figure(figsize=(11, 5.6), layout="constrained")
+    for i in range(n):
+        ax = fig.add_subplot(1, n, i + 1, projection="3d")
+        _trajectory_axes(ax, rollouts, ref, i, colors, stops)
+        ax.set_title(f"z₀ = {INITIAL_CONDITIONS[i]}", fontsize=10)
+    fig.suptitle(f"Rollouts on the unit sphere, {ref.shape[1] - 1} steps of h = {step}")
+    _legend(fig, labels, colors, reference=True, diverged=diverged)
+    out["trajectories"] = fig
 
     for name, (curves, times, ylabel, ylim, log, exact) in panels.items():
-        fig, axes = plt.subplots(1, ref.shape[0], figsize=(11, 3.6), sharey=True)
+        fig, axes = plt.subplots(1, n, figsize=(11, 4.2), sharey=True, layout="constrained")
         for i, ax in enumerate(axes):
-            _time_axes(ax, {k: v[i] for k, v in curves.items()}, times, ylabel, ylim, log, exact)
-            ax.set_title(_IC_LABELS[i], fontsize=9)
-        axes[0].legend(fontsize=8)
-        paths.append(out / f"{name}.png")
-        fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
-        plt.close(fig)
+            _time_axes(ax, {k: v[i] for k, v in curves.items()}, times, ylabel, ylim, log, colors,
+                       {k: v[i] for k, v in stop_times.items()}, exact)
+            ax.set_title(f"z₀ = {INITIAL_CONDITIONS[i]}", fontsize=10)
+        fig.suptitle(titles[name])
+        _legend(fig, labels, colors, reference=exact, diverged=diverged)
+        out[name] = fig
 
-    fig = plt.figure(figsize=(12, 3.4))
-    _trajectory_axes(fig.add_subplot(1, 3, 1, projection="3d"), rollouts, ref, 0, legend=False)
-    for position, (curves, times, ylabel, ylim, log, exact) in zip((3, 2), panels.values()):
+    fig = plt.figure(figsize=(12, 4.4), layout="constrained")
+    ax = fig.add_subplot(1, 3, 1, projection="3d")
+    _trajectory_axes(ax, rollouts, ref, 0, colors, stops)
+    ax.set(title="trajectory", zlabel="")  # the z label would run into the next panel's ticks
+    for position, (name, (curves, times, ylabel, ylim, log, exact)) in zip((3, 2), panels.items()):
         ax = fig.add_subplot(1, 3, position)
-        _time_axes(ax, {k: v[0] for k, v in curves.items()}, times, ylabel, ylim, log, exact)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    paths.append(out / "overview.png")
-    fig.savefig(paths[-1], dpi=80)
-    plt.close(fig)
+        _time_axes(ax, {k: v[0] for k, v in curves.items()}, times, ylabel, ylim, log, colors,
+                   {k: v[0] for k, v in stop_times.items()}, exact)
+        ax.set(ylabel="", title={"norm": "norm ‖z(t)‖", "error": "error ‖z(t) − z_ref(t)‖"}[name])  # room for the 3-D axes
+    fig.suptitle(f"Rigid body from z₀ = {INITIAL_CONDITIONS[0]}: {ref.shape[1] - 1} steps of h = {step}")
+    first = {name: times[:1] for name, times in stop_times.items()}  # the overview shows the first IC only
+    _legend(fig, {name: _label(name, first[name], diverged_at.get(name)) for name in rollouts}, colors,
+            reference=True, diverged=any(when is not None for times in first.values() for when in times))
+    out["overview"] = fig
+    return out
+
+
+def plot(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float, out: Path,
+         diverged_at: dict[str, dict[str, Any] | None] | None = None) -> list[Path]:
+    """Write :func:`figures` as ``<name>.png`` into ``out``; return their paths."""
+    plt = _pyplot()
+    paths = []
+    for name, fig in figures(rollouts, ref, step, diverged_at).items():
+        paths.append(out / f"{name}.png")
+        fig.savefig(paths[-1], dpi=90 if name == "overview" else 110)
+        plt.close(fig)
     return paths
 
 
 # -- command line --------------------------------------------------------------------------------
 
 
+def _run_directory(text: str) -> Path:
+    path = Path(text)
+    if not (path / "config.json").is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a training run directory (it has no config.json)")
+    return path
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m examples.rigid_body.evaluate",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=Path, nargs="+", help="training run directories (their --log-dir)")
-    parser.add_argument("--out", type=Path, default=Path("runs/rigid_body/eval"), help="where plots and summary go")
-    parser.add_argument("--n-steps", type=int, default=N_STEPS, help="rollout length in steps of h")
+    parser = _training.ArgumentParser(prog="python -m examples.rigid_body.evaluate",
+                                      description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=_run_directory, nargs="+", help="training run directories (their --log-dir)")
+    parser.add_argument("--out", type=_training.directory, default=Path("runs/rigid_body/eval"),
+                        help="where plots and summary go")
+    parser.add_argument("--n-steps", type=_training.at_least(data.N_IN), default=N_STEPS,
+                        help=f"rollout length in steps of h (the first {data.N_IN} states are given)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Evaluate the runs, write the plots and ``summary.json``; return the summary."""
-    args = build_parser().parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     rollouts, summaries, inertia = {}, {}, None
     for run_dir in args.runs:
-        config, model, params = restore_run(run_dir)
+        try:
+            config, model, params = restore_run(run_dir)
+        except (FileNotFoundError, ValueError) as error:
+            parser.error(f"argument runs: {error}")
         if inertia not in (None, INERTIAS[config["inertia"]]):
-            raise ValueError(f"evaluate: every run must use the same --inertia; {run_dir} differs.")
+            parser.error(f"argument runs: every run must use the same --inertia; {run_dir} differs.")
         inertia = INERTIAS[config["inertia"]]
         label = model.name if model.name not in rollouts else str(run_dir)
         predicted, ref, metrics = validate(model, params, jnp.dtype(config["dtype"]),
@@ -246,11 +372,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         rollouts[label] = predicted
         train_summary = run_dir / "summary.json"
         trained = json.loads(train_summary.read_text()) if train_summary.exists() else {}
-        summaries[label] = trained | metrics | {"run_dir": str(run_dir)}
-    paths = plot(rollouts, ref, data.STEP, args.out)
-    summary = {"n_steps": args.n_steps, "step": data.STEP, "inertia": inertia, "models": summaries}
+        # A training divergence stands; the rollout's is redone for this --n-steps.
+        at = trained.get("diverged_at")
+        at = at if at is not None and at["where"] == "training" else rollout_divergence(predicted)
+        summaries[label] = trained | metrics | {"diverged": at is not None, "diverged_at": at,
+                                                "run_dir": str(run_dir)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    paths = plot(rollouts, ref, data.STEP, args.out, {k: s["diverged_at"] for k, s in summaries.items()})
+    summary = _training.json_safe({"n_steps": args.n_steps, "step": data.STEP, "inertia": inertia,
+                                   "models": summaries})
     _training.write_json(args.out / "summary.json", summary)
-    print(format_table(summaries))
+    print(format_table(summary["models"]))
+    for name, s in summary["models"].items():
+        if s["diverged_at"] is not None:
+            print(f"{name}: {describe_divergence(s['diverged_at'])}")
     print("plots: " + ", ".join(str(p) for p in paths))
     print(f"summary: {args.out / 'summary.json'}")
     return summary
@@ -261,15 +396,22 @@ _COLUMNS = (("parameters", "params", "d"), ("steps", "steps", "d"), ("final_loss
             ("norm_drift", "‖z‖ drift", ".3e"), ("train_time_s", "train s", ".1f"), ("steps_per_s", "steps/s", ".0f"))
 
 
+def _diverged_cell(diverged_at: dict[str, Any] | None) -> str:
+    if diverged_at is None:
+        return "no"
+    return f"step {diverged_at['step']}" if diverged_at["where"] == "training" else f"t = {diverged_at['t']:g}"
+
+
 def format_table(summaries: dict[str, dict[str, Any]]) -> str:
-    """A fixed-width table of the models' summaries."""
-    header = f"{'model':<12}" + "".join(f"{title:>13}" for _, title, _ in _COLUMNS)
+    """A fixed-width table of the models' summaries; ``n/a`` for a metric a diverged model lacks."""
+    header = f"{'model':<12}" + "".join(f"{title:>13}" for _, title, _ in _COLUMNS) + f"{'diverged':>13}"
     rows = [header]
     for name, s in summaries.items():
-        cells = (format(s[key], fmt) if key in s else "-" for key, _, fmt in _COLUMNS)
+        cells = [_training.format_value(s[key], fmt) if key in s else "-" for key, _, fmt in _COLUMNS]
+        cells.append(_diverged_cell(s.get("diverged_at")))
         rows.append(f"{name:<12}" + "".join(f"{c:>13}" for c in cells))
     return "\n".join(rows)
 
 
 if __name__ == "__main__":
-    main()
+    _training.command_line(main)

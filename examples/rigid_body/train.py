@@ -5,12 +5,16 @@ the optimizer is Adam with the learning rate decaying exponentially from ``--lr-
 ``--lr-end`` over ``--steps`` optimizer steps. The step ``train_step(params, opt_state, batch)`` is
 pure and jitted. At the end the model is rolled out from the two validation initial conditions
 (:mod:`examples.rigid_body.evaluate`) and ``summary.json`` is written with the parameter count, the
-final loss, the rollout error, the norm drift, the training time and the steps per second.
+final loss, the rollout error, the norm drift, the training time and the steps per second, and
+whether and where the model diverged: ``"diverged"`` and ``"diverged_at"``, the first training
+step whose loss is not finite, else the first rollout state with ``‖z‖ > 10`` or not finite
+(:func:`examples.rigid_body.evaluate.rollout_divergence`); a metric that is not finite is ``null``.
 
 Examples::
 
     python -m examples.rigid_body.train --model vpt --steps 20000 --log-dir runs/rigid_body/vpt
     python -m examples.rigid_body.train --model vpt --steps 20000 --log-dir runs/rigid_body/vpt --resume
+    python -m examples.rigid_body.train --model vpt --steps 40000 --log-dir runs/rigid_body/vpt --resume  # extend
     tensorboard --logdir runs/rigid_body
 
 Data parallelism. ``--devices N`` splits every minibatch over the first ``N`` devices (a
@@ -29,7 +33,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,52 +70,47 @@ def make_optimizer(lr_start: float, lr_end: float, steps: int) -> tuple[optax.Gr
 @functools.lru_cache(maxsize=16)
 def make_train_step(model: models.Model, optimizer: optax.GradientTransformation
                     ) -> Callable[[PyTree, PyTree, Batch], tuple[PyTree, PyTree, jax.Array]]:
-    """The jitted ``train_step(params, opt_state, batch) -> (params, opt_state, loss)``.
+    """The jitted ``train_step(params, opt_state, batch) -> (params, opt_state, loss)`` of ``model``.
 
     Pure: the batch comes in as an argument, so data parallelism only has to shard it.
     """
 
-    def loss_fn(params: PyTree, batch: Batch) -> jax.Array:
+    def loss(params: PyTree, batch: Batch) -> jax.Array:
         inputs, targets = batch
         return relative_l2_loss(model.apply(params, inputs), targets)
 
-    @jax.jit
-    def train_step(params, opt_state, batch):
-        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    return train_step
-
-
-# Jitted, and cached across runs with equal flags.
-@functools.partial(jax.jit, static_argnums=0)
-def _init_optimizer(optimizer: optax.GradientTransformation, params: PyTree) -> PyTree:
-    return optimizer.init(params)
+    return _training.make_train_step(loss, optimizer)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m examples.rigid_body.train", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", choices=sorted(models.MODELS), default="vpt", help="which model (default vpt)")
+    parser = _training.ArgumentParser(prog="python -m examples.rigid_body.train", description=__doc__.split("\n\n")[0],
+                                      checks=[lambda args: _devices_error(args.devices, args.batch_size)])
+    parser.add_argument("--model", choices=sorted(models.MODELS), default="vpt", help="which model")
     _training.add_common_arguments(parser, steps=6000, batch_size=256)
-    parser.add_argument("--lr-start", type=float, default=1e-2, help="initial learning rate")
-    parser.add_argument("--lr-end", type=float, default=1e-6, help="learning rate at the last step")
+    parser.add_argument("--lr-start", type=_training.positive_float, default=1e-2, help="initial learning rate")
+    parser.add_argument("--lr-end", type=_training.positive_float, default=1e-6, help="learning rate at the last step")
     parser.add_argument("--inertia", choices=sorted(evaluate.INERTIAS), default="paper",
                         help="moments of inertia: paper text (1, 2, 2/3) or data code (2, 1, 2/3)")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="data cache directory (default $PULLBACKS_CACHE or ~/.cache/pullbacks)")
-    parser.add_argument("--devices", type=int, default=1,
+    parser.add_argument("--cache-dir", type=_training.directory, default=None,
+                        help="data cache directory (None: $PULLBACKS_CACHE or ~/.cache/pullbacks)")
+    parser.add_argument("--devices", type=_training.positive_int, default=1,
                         help="data parallel over the first N devices (the batch size must divide)")
     return parser
 
 
+def _devices_error(devices: int, batch_size: int) -> str | None:
+    # Only more than one device asks JAX for its devices: parsing flags must not start a backend.
+    if devices < 1 or (devices > 1 and devices > len(jax.devices())):
+        return f"--devices must be between 1 and the {len(jax.devices())} available devices; got {devices}."
+    if batch_size % devices:
+        return f"--batch-size ({batch_size}) must be divisible by --devices ({devices})."
+    return None
+
+
 def data_parallel(devices: int, batch_size: int):
     """``(place_state, place_batch)``: replicate the state, shard the batch over ``devices`` devices."""
-    available = len(jax.devices())
-    if not 1 <= devices <= available:
-        raise ValueError(f"--devices must be between 1 and the {available} available devices; got {devices}.")
-    if batch_size % devices:
-        raise ValueError(f"--batch-size ({batch_size}) must be divisible by --devices ({devices}).")
+    if (message := _devices_error(devices, batch_size)) is not None:
+        raise ValueError(message)
     if devices == 1:
         return (lambda tree: tree), (lambda tree: tree)
     from jax.sharding import Mesh, NamedSharding
@@ -123,33 +121,23 @@ def data_parallel(devices: int, batch_size: int):
     return (lambda tree: jax.device_put(tree, replicated)), (lambda tree: jax.device_put(tree, sharded))
 
 
-def _config(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in sorted(vars(args).items())}
-
-
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train, evaluate, write ``summary.json`` into the run directory and return the summary."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     dtype = _training.configure_dtype(args.dtype)
-    run_dir = args.log_dir if args.log_dir is not None else Path("runs/rigid_body") / args.model
-    args.log_dir = run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config = _config(args)
-    _training.check_resumable(run_dir, config, args.resume)
+    run_dir = _training.open_run(parser, args, Path("runs/rigid_body") / args.model)
 
     place_state, place_batch = data_parallel(args.devices, args.batch_size)
     model = models.make_model(args.model)
     optimizer, schedule = make_optimizer(args.lr_start, args.lr_end, args.steps)
     params = model.init(np.random.default_rng(args.seed), dtype)
-    state = _training.TrainState(0, params, _init_optimizer(optimizer, params), args.seed)
     print(f"{args.model}: {models.parameter_count(params)} parameters")
-    checkpoint = _training.latest_checkpoint(run_dir) if args.resume else None
-    if checkpoint is not None:
-        state = _training.load_checkpoint(checkpoint, state)
-        print(f"resuming {run_dir} from step {state.step}")
-        if state.step >= args.steps and (run_dir / "summary.json").exists():
-            print("run already complete")
-            return json.loads((run_dir / "summary.json").read_text())
+    fresh = _training.TrainState(0, params, _training.init_optimizer(optimizer, params), args.seed)
+    state = _training.initial_state(parser, run_dir, fresh, args.resume)
+    if state.step >= args.steps and (run_dir / "summary.json").exists():
+        print("run already complete")
+        return json.loads((run_dir / "summary.json").read_text())
 
     inertia = evaluate.INERTIAS[args.inertia]
     dataset = data.load_dataset(args.cache_dir, inertia=inertia)
@@ -161,29 +149,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         index = _training.batch_indices(args.seed, step, len(inputs), args.batch_size)
         return place_batch((inputs[index], targets[index]))
 
-    from tensorboardX import SummaryWriter
-
-    with SummaryWriter(logdir=str(run_dir), purge_step=state.step if checkpoint is not None else None) as writer:
+    with _training.summary_writer(run_dir, state.step if args.resume else None) as writer:
         result = _training.train_loop(run_dir, make_train_step(model, optimizer), state, next_batch,
                                       steps=args.steps, checkpoint_every=args.checkpoint_every,
                                       log_every=args.log_every, writer=writer, progress=not args.no_progress,
                                       learning_rate=schedule)
-        _, _, metrics = evaluate.validate(model, result.state.params, dtype, inertia=inertia)
-        summary = {"model": args.model, "parameters": models.parameter_count(params), "steps": args.steps,
-                   "batch_size": args.batch_size, "lr_start": args.lr_start, "lr_end": args.lr_end,
-                   "seed": args.seed, "dtype": args.dtype, "inertia": args.inertia,
-                   "resumed_from": state.step, "final_loss": result.final_loss,
-                   "train_time_s": result.train_time, "steps_per_s": result.steps_per_second} | metrics
-        hparams = {k: v for k, v in summary.items() if k in ("model", "batch_size", "lr_start", "lr_end", "seed", "dtype", "steps")}
-        metrics = {f"hparam/{k}": summary[k] for k in ("final_loss", "rollout_error", "norm_drift")
-                   if math.isfinite(summary[k])}  # a diverged rollout has no value to plot
-        writer.add_hparams(hparams, metrics, name="hparams")
-    _training.write_json(run_dir / "summary.json", summary)
-    print(f"{args.model}: final loss {summary['final_loss']:.3e}, rollout error {summary['rollout_error']:.3e}, "
-          f"‖z‖ drift {summary['norm_drift']:.3e}, {summary['train_time_s']:.1f} s "
-          f"({summary['steps_per_s']:.0f} steps/s); logs in {run_dir}")
+        predicted, _, metrics = evaluate.validate(model, result.state.params, dtype, inertia=inertia)
+        diverged_at = _training.training_divergence(result) or evaluate.rollout_divergence(predicted)
+        summary = _training.summarize(
+            run_dir, writer, args, state, result,
+            hparams=("model", "steps", "batch_size", "lr_start", "lr_end", "seed", "dtype", "inertia"),
+            fields={"parameters": models.parameter_count(params)} | metrics,
+            metrics=("final_loss", "rollout_error", "norm_drift"), diverged_at=diverged_at)
+    f = _training.format_value
+    print(f"{args.model}: final loss {f(summary['final_loss'], '.3e')}, rollout error "
+          f"{f(summary['rollout_error'], '.3e')}, ‖z‖ drift {f(summary['norm_drift'], '.3e')}, "
+          f"{summary['train_time_s']:.1f} s ({f(summary['steps_per_s'], '.0f')} steps/s); logs in {run_dir}")
+    if diverged_at is not None:
+        print(f"{args.model}: {evaluate.describe_divergence(diverged_at)}")
     return summary
 
 
 if __name__ == "__main__":
-    main()
+    _training.command_line(main)

@@ -129,13 +129,15 @@ def _train(log_dir, cache_dir, model, *flags):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, cache_dir, dataset):
-    """One tiny training run of each model: ``{name: (run_dir, summary, printed)}``."""
+    """One tiny training run of each model, and ``diverged``, a transformer whose learning rate makes
+    its loss NaN within the 6 steps: ``{name: (run_dir, summary, printed)}``."""
     root = tmp_path_factory.mktemp("runs")
     out = {}
-    for model in models.MODELS:
+    for name, model, flags in [*((model, model, []) for model in models.MODELS),
+                               ("diverged", "transformer", ["--lr-start", "1e30", "--lr-end", "1e30"])]:
         with contextlib.redirect_stdout(io.StringIO()) as stdout:
-            summary = _train(root / model, cache_dir, model)
-        out[model] = (root / model, summary, stdout.getvalue())
+            summary = _train(root / name, cache_dir, model, *flags)
+        out[name] = (root / name, summary, stdout.getvalue())
     return out
 
 
@@ -167,13 +169,76 @@ def test_resume_is_bit_identical(runs, tmp_path, cache_dir):
     assert summary["final_loss"] == runs["vpt"][1]["final_loss"]
 
 
-def test_resume_refuses_changed_flags_and_fresh_runs_refuse_old_checkpoints(runs, tmp_path, cache_dir):
+def _usage_error(capsys, run, *needles):
+    """``run()`` stops with exit status 2, its last line on stderr an error holding every needle."""
+    with pytest.raises(SystemExit) as stop:
+        run()
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and "error:" in last and all(n in last for n in needles), err
+
+
+def test_resume_refuses_changed_flags_and_fresh_runs_refuse_old_checkpoints(runs, tmp_path, cache_dir, capsys):
     run = tmp_path / "vpff"
     shutil.copytree(runs["vpff"][0], run)
-    with pytest.raises(ValueError, match="lr_start was 0.01, now 0.1"):
-        _train(run, cache_dir, "vpff", "--resume", "--lr-start", "0.1")
-    with pytest.raises(ValueError, match="already holds checkpoints"):
-        _train(run, cache_dir, "vpff")
+    _usage_error(capsys, lambda: _train(run, cache_dir, "vpff", "--resume", "--lr-start", "0.1"),
+                 "lr_start was 0.01, now 0.1")
+    _usage_error(capsys, lambda: _train(run, cache_dir, "vpff", "--resume", "--steps", "4"), "steps was 6, now 4")
+    _usage_error(capsys, lambda: _train(run, cache_dir, "vpff"), "already holds checkpoints")
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[:200])
+
+
+def test_a_corrupt_checkpoint_is_named_and_the_one_before_it_used(runs, tmp_path, cache_dir, capsys):
+    full = runs["vpt"][0]
+    stopped = tmp_path / "vpt"
+    shutil.copytree(full, stopped)
+    (stopped / "summary.json").unlink()
+    _truncate(stopped / "checkpoint_00000006.npz")
+    (stopped / "checkpoint_00000009.npz.tmp.npz").write_bytes(b"half a checkpoint")  # never counts
+    with contextlib.redirect_stdout(io.StringIO()):
+        summary = _train(stopped, cache_dir, "vpt", "--resume")
+    err = capsys.readouterr().err
+    assert f"cannot read checkpoint {stopped / 'checkpoint_00000006.npz'} (BadZipFile" in err
+    assert "tmp.npz" not in err
+    assert summary["resumed_from"] == 3
+    with np.load(full / "checkpoint_00000006.npz") as a, np.load(stopped / "checkpoint_00000006.npz") as b:
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_evaluation_falls_back_too_and_no_readable_checkpoint_stops_with_one_line(runs, tmp_path, cache_dir, capsys):
+    run = tmp_path / "vpt"
+    shutil.copytree(runs["vpt"][0], run)
+    (run / "checkpoint_00000006.npz").write_bytes(b"")
+    _, _, params = evaluate.restore_run(run)
+    assert f"cannot read checkpoint {run / 'checkpoint_00000006.npz'}" in capsys.readouterr().err
+    with np.load(run / "checkpoint_00000003.npz") as archive:
+        np.testing.assert_array_equal(jax.tree_util.tree_leaves(params)[0], archive["params_000"])
+    _truncate(run / "checkpoint_00000003.npz")
+    _usage_error(capsys, lambda: _train(run, cache_dir, "vpt", "--resume"),
+                 f"no readable checkpoint in {run}", "checkpoint_00000003.npz", "checkpoint_00000006.npz")
+    _usage_error(capsys, lambda: evaluate.main([str(run), "--out", str(tmp_path / "eval")]),
+                 "argument runs: no readable checkpoint")
+
+
+def test_resume_without_checkpoints_says_so_and_starts_afresh(runs, tmp_path, cache_dir, capsys):
+    summary = _train(tmp_path / "new", cache_dir, "vpt", "--resume")
+    assert f"--resume: no checkpoint in {tmp_path / 'new'}; starting a new run at step 0" in capsys.readouterr().err
+    assert summary["resumed_from"] == 0 and summary["final_loss"] == runs["vpt"][1]["final_loss"]
+
+
+def test_resume_with_more_steps_extends_a_finished_run(runs, tmp_path, cache_dir, capsys):
+    run = tmp_path / "transformer"
+    shutil.copytree(runs["transformer"][0], run)
+    summary = _train(run, cache_dir, "transformer", "--resume", "--steps", "9")
+    assert "extending" in capsys.readouterr().out
+    assert summary["resumed_from"] == 6 and summary["steps"] == 9 and np.isfinite(summary["final_loss"])
+    assert (run / "checkpoint_00000009.npz").exists()
+    assert json.loads((run / "config.json").read_text())["steps"] == 9
 
 
 def test_learning_rate_decays_from_start_to_end():
@@ -183,15 +248,20 @@ def test_learning_rate_decays_from_start_to_end():
 
 def test_evaluate_writes_plots_and_summary(runs, tmp_path, capsys):
     out = tmp_path / "eval"
-    summary = evaluate.main([str(runs["vpt"][0]), str(runs["transformer"][0]), "--out", str(out)])
+    summary = evaluate.main([str(runs["vpt"][0]), str(runs["diverged"][0]), "--out", str(out)])
     assert set(summary["models"]) == {"vpt", "transformer"}
     vpt = summary["models"]["vpt"]
     assert vpt["parameters"] == 162
     np.testing.assert_equal(vpt["rollout_error"], runs["vpt"][1]["rollout_error"])
     for name in ("trajectories", "norm", "error", "overview"):
         assert (out / f"{name}.png").stat().st_size > 1000
-    assert json.loads((out / "summary.json").read_text())["n_steps"] == 500
-    assert "rollout err" in capsys.readouterr().out
+    assert _strict_json(out / "summary.json") == summary and summary["n_steps"] == 500
+    diverged = summary["models"]["transformer"]
+    assert diverged["diverged"] is True and diverged["diverged_at"] == runs["diverged"][1]["diverged_at"]
+    table = capsys.readouterr().out.splitlines()
+    assert "rollout err" in table[0] and table[0].endswith("diverged")
+    assert table[2].startswith("transformer") and table[2].endswith(f"step {diverged['diverged_at']['step']}")
+    assert "n/a" in table[2] and "nan" not in table[2]
 
 
 def test_data_parallel_over_two_devices_matches_one(runs, tmp_path, cache_dir):
@@ -206,3 +276,49 @@ def test_data_parallel_over_two_devices_matches_one(runs, tmp_path, cache_dir):
         train.data_parallel(2, 31)
     with pytest.raises(ValueError, match="--devices must be between 1 and"):
         train.data_parallel(len(jax.devices()) + 1, 32)
+
+
+def _strict_json(path):
+    def reject(constant):
+        raise AssertionError(f"{path} holds {constant}, which is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=reject)
+
+
+def test_a_diverged_training_is_reported_in_strict_json(runs):
+    run, summary, printed = runs["diverged"]
+    stored = _strict_json(run / "summary.json")
+    assert stored == summary
+    assert stored["diverged"] is True and stored["diverged_at"]["where"] == "training"
+    assert 1 <= stored["diverged_at"]["step"] <= 6
+    assert stored["final_loss"] is None and stored["rollout_error"] is None
+    assert f"transformer: training diverged at step {stored['diverged_at']['step']}" in printed
+
+
+def test_a_diverging_rollout_is_located_and_marked_on_every_figure():
+    ref = evaluate.reference(20)
+    exploding = ref.copy()
+    exploding[1, 10:] *= 100  # leaves ‖z‖ ≤ 10 at step 10 from the second IC
+    at = evaluate.rollout_divergence(exploding)
+    assert at == {"where": "rollout", "t": 2.0, "rollout_step": 10, "initial_condition": "(0, sin 1.1, cos 1.1)"}
+    assert evaluate.rollout_divergence(ref) is None
+    assert "t = 2" in evaluate.describe_divergence(at)
+
+    broken = np.where(np.arange(21)[:, None] < data.N_IN, ref, np.nan)  # NaN parameters predict NaN
+    figures = evaluate.figures({"good": ref * 1.001, "bad": exploding, "broken": broken}, ref, data.STEP,
+                               {"broken": {"where": "training", "step": 2}})
+    try:
+        for name, fig in figures.items():
+            labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+            assert {"good", "broken (training diverged at step 2)"} <= set(labels), (name, labels)
+            assert ("bad (diverged at t = 2)" in labels) == (name != "overview"), (name, labels)  # it shows IC 1
+            assert fig.get_suptitle()
+        for name in ("norm", "error"):
+            first, second = figures[name].axes
+            dotted = [[line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":"] for ax in (first, second)]
+            assert dotted == [[pytest.approx(0.6)], [pytest.approx(2.0), pytest.approx(0.6)]], dotted
+    finally:
+        import matplotlib.pyplot as plt
+
+        for fig in figures.values():
+            plt.close(fig)

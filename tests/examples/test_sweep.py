@@ -43,7 +43,8 @@ def test_run_skip_and_collect(tmp_path, capsys, cache_dir):
     assert [r["seed"] for r in rows] == ["0", "1"] and rows[1]["parameters"] == 153
     assert rows[0]["final_loss"] != rows[1]["final_loss"]
     table = (tmp_path / "sweep" / "results.md").read_text()
-    assert table.splitlines()[0] == "| seed | status | final_loss | rollout_error | norm_drift | train_time_s | steps_per_s |"
+    assert table.splitlines()[0] == ("| seed | status | final_loss | rollout_error | norm_drift | diverged | train_time_s "
+                                     "| steps_per_s |")
     with (tmp_path / "sweep" / "results.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 2
 
