@@ -12,7 +12,7 @@ paper's text, ``I = (1, 2, 2/3)`` (so ``a = 1, b = c = -1/2``); the paper's data
 ``I = (2, 1, 2/3)``, the same system after swapping ``z₁`` and ``z₂`` and reversing time. Pass
 ``inertia=`` to :func:`load_dataset` for the other choice.
 
-The data set (math.md §7): initial conditions ``(sin v, 0, cos v)`` and ``(0, sin v, cos v)`` for
+The data set (docs/examples/rigid-body.md#data): initial conditions ``(sin v, 0, cos v)`` and ``(0, sin v, cos v)`` for
 ``v = 0.1, 0.11, …, < 2π`` (1238 trajectories), the implicit midpoint rule with ``h = 0.2`` on
 ``t ∈ [0, 12]`` (61 states), each step solved by Newton's method to a residual of 1e-12 in float64.
 The implicit midpoint rule preserves quadratic invariants, so every state lies on the sphere

@@ -47,7 +47,7 @@ __all__ = ["DIVERGED_NORM", "INERTIAS", "INITIAL_CONDITIONS", "describe_divergen
 
 N_STEPS = 500
 INERTIAS = {"paper": data.PAPER_INERTIA, "code": data.CODE_INERTIA}
-"""The ``--inertia`` choices (math.md §7)."""
+"""The ``--inertia`` choices (docs/examples/rigid-body.md#inertia)."""
 DIVERGED_NORM = 10.0
 """A rollout state with ``‖z‖`` above this (or not finite) has diverged."""
 INITIAL_CONDITIONS = ("(sin 1.1, 0, cos 1.1)", "(0, sin 1.1, cos 1.1)")

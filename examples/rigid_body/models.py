@@ -3,7 +3,7 @@
 Every model maps a window of ``T = 3`` states, shape ``(..., T, d)`` with ``d = 3``, to the next
 ``T`` states. A model is a frozen dataclass of its sizes (hashable, so it can be a static ``jit``
 argument) with two methods, ``init(rng, dtype) -> params`` (from a NumPy generator) and the pure
-``apply(params, x) -> y`` (architectures of math.md §5):
+``apply(params, x) -> y`` (architectures of docs/derivations/volume-preserving.md#transformer):
 
 - ``vpt``: the volume-preserving transformer, ``L = 3`` repetitions of [volume-preserving attention
   with skew weighting (:func:`rules.volume_preserving_attention`), a volume-preserving feed-forward
@@ -19,7 +19,7 @@ A volume-preserving feed-forward block is the four layers Lower(id, no bias), Up
 Lower(tanh, bias), Upper(tanh, bias), where Lower/Upper is ``x ↦ x + σ(Wx + b)`` with a strictly
 lower/upper triangular ``W`` (:func:`rules.volume_preserving_feedforward`); a network of ``n``
 blocks ends with Lower(id, no bias), Upper(id, bias). Each such layer's Jacobian is unit
-triangular, and the skew-weighted attention's Jacobian has determinant 1 (math.md §5), so ``vpt``
+triangular, and the skew-weighted attention's Jacobian has determinant 1 (docs/derivations/volume-preserving.md#determinant), so ``vpt``
 and ``vpff`` are volume-preserving maps of the window; ``transformer`` is not.
 
 Initialisation: weights (packed entries included) are N(0, σ²) with ``σ = 0.5/√d``, biases zero,
