@@ -1,8 +1,8 @@
 """Train one rigid-body model (``vpt``, ``vpff`` or ``transformer``) on the Euler-equation windows.
 
 The loss is the relative L2 error over the minibatch, ``‖target − NN(input)‖ / ‖target‖``
-(docs/examples/rigid-body.md#loss); the optimizer is Adam with the learning rate decaying exponentially from ``--lr-start`` to
-``--lr-end`` over ``--steps`` optimizer steps. The step ``train_step(params, opt_state, batch)`` is
+(docs/examples/rigid-body.md#loss); the optimizer is Adam with the learning rate decaying
+exponentially from ``--lr-start`` to ``--lr-end`` over ``--steps`` optimizer steps. The step ``train_step(params, opt_state, batch)`` is
 pure and jitted. At the end the model is rolled out from the two validation initial conditions
 (:mod:`examples.rigid_body.evaluate`) and ``summary.json`` is written with the parameter count, the
 final loss, the rollout error, the norm drift, the training time and the steps per second, and
