@@ -68,35 +68,41 @@ def loss_of(fn):
 
 
 def check_named_sharding(mesh):
-    """(i) each rule and its gradient under jit, batch sharded over the mesh, vs one device."""
+    """(i) each rule, its gradient and its jvp under jit, batch sharded over the mesh, vs one device."""
     results = {}
     for name, fn, args, batched in rule_cases():
         shardings = [NamedSharding(mesh, P("batch") if b else P()) for b in batched]
-        sharded = [jax.device_put(a, s) for a, s in zip(args, shardings)]
+        tangents = tuple(rand(a.shape, 100 + i) for i, a in enumerate(args))
         grad = jax.grad(loss_of(fn), argnums=tuple(range(len(args))))
-        ref = (jax.jit(fn)(*args), jax.jit(grad)(*args))
-        out = (jax.jit(fn)(*sharded), jax.jit(grad)(*sharded))
-        assert out[0] is not None
-        results[f"named sharding: {name}"] = rel(out, ref)
+
+        def all_modes(args, tangents):
+            return fn(*args), grad(*args), jax.jvp(fn, args, tangents)[1]
+
+        ref = jax.jit(all_modes)(args, tangents)
+        sharded = tuple(jax.device_put(a, s) for a, s in zip(args, shardings))
+        sharded_tangents = tuple(jax.device_put(t, s) for t, s in zip(tangents, shardings))
+        results[f"named sharding: {name}"] = rel(jax.jit(all_modes)(sharded, sharded_tangents), ref)
     return results
 
 
 def check_shard_map(mesh):
-    """(ii) each rule and its gradient inside shard_map over the batch axis."""
+    """(ii) each rule, its gradient and its jvp inside shard_map over the batch axis."""
     results = {}
     for name, fn, args, batched in rule_cases():
         specs = tuple(P("batch") if b else P() for b in batched)
+        tangents = tuple(rand(a.shape, 100 + i) for i, a in enumerate(args))
         grad = jax.grad(loss_of(fn), argnums=tuple(range(len(args))))
 
-        def per_device(*local):
-            # A replicated (shared) operand's cotangent comes back already summed over devices.
-            return fn(*local), grad(*local)
+        def per_device(args, tangents):
+            # A replicated (shared) operand's cotangent comes back already summed over devices;
+            # its tangent is replicated, and each device pushes it through its own batch slice.
+            return fn(*args), grad(*args), jax.jvp(fn, args, tangents)[1]
 
-        out_specs = (jax.tree_util.tree_map(lambda _: P("batch"), jax.eval_shape(fn, *args)),
-                     specs)
-        mapped = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=specs, out_specs=out_specs))
-        ref = (jax.jit(fn)(*args), jax.jit(grad)(*args))
-        results[f"shard_map: {name}"] = rel(mapped(*args), ref)
+        out_batched = jax.tree_util.tree_map(lambda _: P("batch"), jax.eval_shape(fn, *args))
+        mapped = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=(specs, specs),
+                                       out_specs=(out_batched, specs, out_batched)))
+        ref = jax.jit(lambda a, t: (fn(*a), grad(*a), jax.jvp(fn, a, t)[1]))(args, tangents)
+        results[f"shard_map: {name}"] = rel(mapped(args, tangents), ref)
     return results
 
 
