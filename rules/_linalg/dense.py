@@ -12,7 +12,7 @@ from jax.typing import ArrayLike
 from .._core.arrays import mm
 from .._core.checks import as_inexact_matrix, is_half
 from .._core.rule import Rule
-from .small import MAX_CLOSED_FORM_N, closed_form_inv
+from .small import MAX_CLOSED_FORM_N, closed_form_inv, jnp_inv
 
 __all__ = ["inv"]
 
@@ -74,7 +74,7 @@ def _inv_forward(a):
     if a.shape[-1] <= MAX_CLOSED_FORM_N and not is_half(a):
         b = closed_form_inv(a)
     else:
-        b = jnp.linalg.inv(a)
+        b = jnp_inv(a)
     return b, b
 
 

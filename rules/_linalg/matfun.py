@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from .._core.arrays import eye_like, mm
 from .._core.checks import check_matrix
 from .._core.rule import Rule
-from .small import MAX_CLOSED_FORM_N, closed_form_inv
+from .small import MAX_CLOSED_FORM_N, closed_form_inv, jnp_inv
 
 __all__ = ["cayley", "cayley_matrix", "inv_identity_plus"]
 
@@ -15,7 +15,7 @@ __all__ = ["cayley", "cayley_matrix", "inv_identity_plus"]
 def inv_identity_plus(c: jax.Array) -> jax.Array:
     """``N = (I + C)⁻¹``: the adjugate formula for tiny slices, LU otherwise (plain JAX)."""
     a = eye_like(c) + c
-    return closed_form_inv(a) if c.shape[-1] <= MAX_CLOSED_FORM_N else jnp.linalg.inv(a)
+    return closed_form_inv(a) if c.shape[-1] <= MAX_CLOSED_FORM_N else jnp_inv(a)
 
 
 def cayley_matrix(c: jax.Array) -> jax.Array:

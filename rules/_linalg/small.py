@@ -10,10 +10,14 @@ import jax.numpy as jnp
 
 from .._core.checks import check_matrix
 
-__all__ = ["closed_form_inv", "MAX_CLOSED_FORM_N"]
+__all__ = ["MAX_CLOSED_FORM_N", "closed_form_inv", "jnp_inv"]
 
 # Beyond 4 the cofactor expansion costs more than LU and loses accuracy faster.
 MAX_CLOSED_FORM_N = 4
+
+# JAX's own inverse, bound at import, so that rules.inv can stand in for jnp.linalg.inv (a user
+# may assign it there) without calling itself.
+jnp_inv = jnp.linalg.inv
 
 
 def closed_form_inv(a: jax.Array) -> jax.Array:
