@@ -27,8 +27,7 @@ from ._tensor.structured import SkewSymmetric as SkewSymmetric
 from ._tensor.structured import StrictlyLower as StrictlyLower
 from ._tensor.structured import StrictlyUpper as StrictlyUpper
 from ._tensor.structured import Symmetric as Symmetric
-
-__version__ = "0.2.0.dev0"
+from ._version import __version__ as __version__
 
 __all__ = [
     "LQResult",

@@ -201,7 +201,7 @@ def _batch_of_two(problem: _Problem, rng: np.random.Generator, spread: float):
     return stacked
 
 
-def check_rrule(f: Callable, *args, fkwargs: dict | None = None, rtol: float = 1e-7,
+def check_rrule(f: Callable, *args: Any, fkwargs: dict | None = None, rtol: float = 1e-7,
                 atol: float = 1e-10, eps: float = 1e-3, max_entries: int = 200, seed: int = 0,
                 check_jit: bool = True, check_vmap: bool = True, vmap_spread: float = 1e-2) -> None:
     """Check the pullback (and pushforward, if registered) of ``f`` at ``args`` in float64.
@@ -254,7 +254,7 @@ def check_rrule(f: Callable, *args, fkwargs: dict | None = None, rtol: float = 1
                 return float(phi(*diff))
 
             entries = _sample_entries(x.size, max_entries, rng)
-            parts = [("real", 1.0, np.real)]
+            parts: list[tuple[str, complex, Callable]] = [("real", 1.0, np.real)]
             if jnp.iscomplexobj(x):
                 parts.append(("imaginary", 1j, lambda c: -np.imag(c)))
             ct_flat = np.asarray(ct).reshape(-1)
@@ -328,8 +328,9 @@ def _check_pushforward(problem: _Problem, rng: np.random.Generator, rtol: float,
 
     out_leaves, out_tree = jax.tree_util.tree_flatten(expected)
     dot_leaves = jax.tree_util.tree_leaves(out_dot)
-    if len(dot_leaves) != len(out_leaves) or jax.tree_util.tree_structure(out_dot) != out_tree:
-        raise AssertionError(f"jvp({name}): tangent structure {jax.tree_util.tree_structure(out_dot)} "
+    dot_tree = jax.tree_util.tree_structure(out_dot)
+    if len(dot_leaves) != len(out_leaves) or dot_tree != out_tree:  # type: ignore[operator]
+        raise AssertionError(f"jvp({name}): tangent structure {dot_tree} "
                              f"differs from the output's {out_tree}.")
     along = jax.jit(lambda t: jax.tree_util.tree_leaves(problem.of_diff(
         *[x + t * v for x, v in zip(problem.diff_leaves, diff_tangents)])))
@@ -370,7 +371,7 @@ def _check_pushforward(problem: _Problem, rng: np.random.Generator, rtol: float,
                           element[1], single[1], 1e-10)
 
 
-def check_frule(f: Callable, *args, fkwargs: dict | None = None, rtol: float = 1e-7,
+def check_frule(f: Callable, *args: Any, fkwargs: dict | None = None, rtol: float = 1e-7,
                 atol: float = 1e-10, eps: float = 1e-3, seed: int = 0, check_jit: bool = True,
                 check_vmap: bool = True) -> None:
     """Check forward mode through ``f`` (``jax.jvp``) at ``args`` in float64.

@@ -57,10 +57,10 @@ def _project(name: str, primal, cotangent):
         return None
     p_leaves, p_tree = jax.tree_util.tree_flatten(primal)
     c_leaves, c_tree = jax.tree_util.tree_flatten(cotangent, is_leaf=lambda x: x is None)
-    if p_tree != c_tree:
+    if p_tree != c_tree:  # type: ignore[operator]  # jaxlib ships no stub for PyTreeDef
         raise ValueError(f"rrule: the pullback's cotangent for `{name}` must have the structure of "
                          f"the argument, {p_tree}; got {c_tree}.")
-    out = []
+    out: list[jax.Array | None] = []
     for p, c in zip(p_leaves, c_leaves):
         p = jnp.asarray(p)
         if c is None or not jnp.issubdtype(p.dtype, jnp.inexact):
@@ -281,7 +281,8 @@ def register_frule(rule: Callable) -> Callable[[Pushforward], Pushforward]:
     return register
 
 
-def frule(rule: Callable, primals: Sequence[Any], tangents: Sequence[Any], **kwargs) -> tuple[Any, Any]:
+def frule(rule: Callable, primals: Sequence[Any], tangents: Sequence[Any],
+          **kwargs: Any) -> tuple[Any, Any]:
     """Pushforward (forward-mode derivative) through a rule: ChainRules' ``frule``.
 
     .. math:: (y, \\dot y) = (f(x), J_f(x)\\, \\dot x)

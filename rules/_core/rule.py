@@ -69,7 +69,7 @@ class Rule:
     """
 
     def __init__(self, name: str, forward: Forward, pushforward: Pushforward, pullback: Pullback,
-                 *, primal: Callable[..., Any] | None = None):
+                 *, primal: Callable[..., Any] | None = None) -> None:
         self.name, self.forward, self.pushforward, self.pullback = name, forward, pushforward, pullback
         self.primal = primal
         self._functions: dict[tuple, Callable] = {}
@@ -78,7 +78,7 @@ class Rule:
     def __repr__(self) -> str:
         return f"Rule({self.name!r})"
 
-    def __call__(self, *args, **static: Hashable):
+    def __call__(self, *args: Any, **static: Hashable) -> Any:
         key = tuple(sorted(static.items()))
         fn = self._functions.get(key)
         if fn is None:
@@ -118,7 +118,8 @@ class Rule:
     # its parameters the static arguments, the three tree structures and the batch axes added by
     # vmap (innermost first).
 
-    def tangent_map(self, *leaves, static, trees, batch):
+    def tangent_map(self, *leaves: jax.Array, static: tuple, trees: _Trees,
+                    batch: tuple) -> list[jax.Array]:
         """``pushforward`` on flat operands, under the recorded ``vmap`` batch axes."""
         n_res = trees.residuals.num_leaves
 

@@ -7,7 +7,7 @@ real dtypes ``conj`` adds no operation. The pushforwards need no such care: a ta
 """
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, overload
+from typing import TYPE_CHECKING, Literal, NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
@@ -25,8 +25,10 @@ __all__ = ["LQResult", "QRResult", "lq", "qr"]
 _jnp_qr = jnp.linalg.qr
 _jnp_solve = jnp.linalg.solve
 
-# JAX's own result class (``jax.numpy.linalg`` does not export it).
-QRResult = type(jax.eval_shape(lambda: _jnp_qr(jnp.zeros((1, 1), jnp.float32))))
+if TYPE_CHECKING:  # the same class, for type checkers
+    from jax._src.numpy.linalg import QRResult
+else:  # JAX's own result class (``jax.numpy.linalg`` does not export it)
+    QRResult = type(jax.eval_shape(lambda: _jnp_qr(jnp.zeros((1, 1), jnp.float32))))
 """``(Q, R)`` of :func:`qr`: the class ``jnp.linalg.qr`` returns, so that results and cotangents of
 ``rules.qr`` and ``jnp.linalg.qr`` are interchangeable pytrees."""
 

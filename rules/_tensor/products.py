@@ -53,12 +53,10 @@ def batched_product(x, y, tx: bool, ty: bool, *, sum_batch: bool = False, precis
     cx = x.ndim - 2 if tx else x.ndim - 1
     cy = y.ndim - 1 if ty else y.ndim - 2
     if nx and ny:
-        batch = (tuple(range(nx)), tuple(range(ny)))
+        bx, by = tuple(range(nx)), tuple(range(ny))
         if sum_batch:
-            dims = ((batch[0] + (cx,), batch[1] + (cy,)), ((), ()))
-        else:
-            dims = (((cx,), (cy,)), batch)
-        return lax.dot_general(x, y, dims, precision=precision)
+            return lax.dot_general(x, y, ((bx + (cx,), by + (cy,)), ((), ())), precision=precision)
+        return lax.dot_general(x, y, (((cx,), (cy,)), (bx, by)), precision=precision)
     out = lax.dot_general(x, y, (((cx,), (cy,)), ((), ())), precision=precision)
     # A shared left operand puts its free axis first: (m, ..., n) -> (..., m, n).
     return jnp.moveaxis(out, 0, -2) if ny else out
@@ -206,7 +204,7 @@ def tensor_transpose_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     return product(x, y, tx=tx, ty=False)
 
 
-def mat_tensor_mul(w, a: jax.Array) -> jax.Array:
+def mat_tensor_mul(w: jax.Array | AbstractPacked, a: jax.Array) -> jax.Array:
     r"""A shared matrix times every slice of a tensor, ``C_b = W A_b``.
 
     .. math:: C_b = W A_b, \qquad \bar W = \sum_b \bar C_b A_b^T, \qquad \bar A_b = W^T \bar C_b
@@ -238,7 +236,7 @@ def mat_tensor_mul(w, a: jax.Array) -> jax.Array:
     return product(x, y, tx=tx, ty=False)
 
 
-def tensor_mat_mul(a: jax.Array, w) -> jax.Array:
+def tensor_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax.Array:
     r"""Every slice of a tensor times a shared matrix, ``C_b = A_b W``.
 
     .. math:: C_b = A_b W, \qquad \bar A_b = \bar C_b W^T, \qquad \bar W = \sum_b A_b^T \bar C_b
@@ -269,7 +267,7 @@ def tensor_mat_mul(a: jax.Array, w) -> jax.Array:
     return product(x, y, tx=tx, ty=False)
 
 
-def tensor_transpose_mat_mul(a: jax.Array, w) -> jax.Array:
+def tensor_transpose_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax.Array:
     r"""Every transposed slice of a tensor times a shared matrix, ``C_b = A_bᵀ W``.
 
     .. math:: C_b = A_b^T W, \qquad \bar A_b = W \bar C_b^T, \qquad \bar W = \sum_b A_b \bar C_b
