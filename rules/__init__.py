@@ -14,7 +14,6 @@ from ._layers.feedforward import volume_preserving_feedforward as volume_preserv
 from ._linalg.dense import inv as inv
 from ._linalg.matfun import cayley as cayley
 from ._linalg.qr import LQResult as LQResult
-from ._linalg.qr import QRResult as QRResult
 from ._linalg.qr import lq as lq
 from ._linalg.qr import qr as qr
 from ._tensor.products import mat_tensor_mul as mat_tensor_mul
@@ -31,7 +30,6 @@ from ._version import __version__ as __version__
 
 __all__ = [
     "LQResult",
-    "QRResult",
     "SkewSymmetric",
     "StrictlyLower",
     "StrictlyUpper",

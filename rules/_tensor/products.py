@@ -154,18 +154,21 @@ def _prepare(fname, x, y):
 def tensor_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     r"""Slice-wise product of two tensors, ``C_b = A_b B_b``.
 
-    .. math:: C_b = A_b B_b, \qquad \bar A_b = \bar C_b B_b^T, \qquad \bar B_b = A_b^T \bar C_b
+    .. math::
+        C_b = A_b B_b, \qquad \dot C_b = \dot A_b B_b + A_b \dot B_b, \qquad
+        \bar A_b = \bar C_b B_b^T, \qquad \bar B_b = A_b^T \bar C_b
 
     Args:
       a: shape ``(..., m, k)``.
       b: shape ``(..., k, n)``, the same batch axes as ``a``.
 
     Returns:
-      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+      ``C`` of shape ``(..., m, n)`` (``jnp.matmul`` of the two, slice by slice, dtype promoted
+      alike).
 
     Raises:
-      TypeError: an operand is not a float/complex array.
-      ValueError: the shapes do not match (the message names both).
+      TypeError: ``a`` or ``b`` is not a float/complex array.
+      ValueError: the batch axes differ, or ``a``'s columns are not ``b``'s rows.
 
     Examples:
       >>> import jax.numpy as jnp, rules
@@ -181,18 +184,20 @@ def tensor_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
 def tensor_transpose_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     r"""Slice-wise product with the first tensor transposed, ``C_b = A_bᵀ B_b``.
 
-    .. math:: C_b = A_b^T B_b, \qquad \bar A_b = B_b \bar C_b^T, \qquad \bar B_b = A_b \bar C_b
+    .. math::
+        C_b = A_b^T B_b, \qquad \dot C_b = \dot A_b^T B_b + A_b^T \dot B_b, \qquad
+        \bar A_b = B_b \bar C_b^T, \qquad \bar B_b = A_b \bar C_b
 
     Args:
-      a: shape ``(..., k, m)``.
+      a: shape ``(..., k, m)``, transposed slice by slice.
       b: shape ``(..., k, n)``, the same batch axes as ``a``.
 
     Returns:
-      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+      ``C`` of shape ``(..., m, n)``: a batch of ``AᵀB`` (Gram matrices when ``a is b``).
 
     Raises:
-      TypeError: an operand is not a float/complex array.
-      ValueError: the shapes do not match (the message names both).
+      TypeError: ``a`` or ``b`` is not a float/complex array.
+      ValueError: the batch axes differ, or ``a`` and ``b`` have different numbers of rows.
 
     Examples:
       >>> import jax.numpy as jnp, rules
@@ -207,7 +212,9 @@ def tensor_transpose_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
 def mat_tensor_mul(w: jax.Array | AbstractPacked, a: jax.Array) -> jax.Array:
     r"""A shared matrix times every slice of a tensor, ``C_b = W A_b``.
 
-    .. math:: C_b = W A_b, \qquad \bar W = \sum_b \bar C_b A_b^T, \qquad \bar A_b = W^T \bar C_b
+    .. math::
+        C_b = W A_b, \qquad \dot C_b = \dot W A_b + W \dot A_b, \qquad
+        \bar W = \sum_b \bar C_b A_b^T, \qquad \bar A_b = W^T \bar C_b
 
     Args:
       w: shape ``(m, k)``, an array or a packed matrix (:class:`rules.StrictlyLower`,
@@ -216,11 +223,12 @@ def mat_tensor_mul(w: jax.Array | AbstractPacked, a: jax.Array) -> jax.Array:
       a: shape ``(..., k, n)``.
 
     Returns:
-      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+      ``C`` of shape ``(..., m, n)``, the same ``W`` applied to every slice (dtype promoted as
+      ``jnp.matmul``).
 
     Raises:
-      TypeError: an operand is not a float/complex array.
-      ValueError: ``w`` has batch axes, or the shapes do not match (the message names both).
+      TypeError: ``w`` or ``a`` is not a float/complex array.
+      ValueError: ``w`` has batch axes, or ``w``'s columns are not ``a``'s rows.
 
     Notes:
       ``W̄`` is one contraction over the batch axes and ``n`` together.
@@ -239,18 +247,20 @@ def mat_tensor_mul(w: jax.Array | AbstractPacked, a: jax.Array) -> jax.Array:
 def tensor_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax.Array:
     r"""Every slice of a tensor times a shared matrix, ``C_b = A_b W``.
 
-    .. math:: C_b = A_b W, \qquad \bar A_b = \bar C_b W^T, \qquad \bar W = \sum_b A_b^T \bar C_b
+    .. math::
+        C_b = A_b W, \qquad \dot C_b = \dot A_b W + A_b \dot W, \qquad
+        \bar A_b = \bar C_b W^T, \qquad \bar W = \sum_b A_b^T \bar C_b
 
     Args:
-      a: shape ``(..., m, k)``.
+      a: shape ``(..., m, k)``, e.g. a batch of sequences of ``m`` feature vectors.
       w: shape ``(k, n)``, an array or a packed matrix (see :func:`mat_tensor_mul`).
 
     Returns:
-      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+      ``C`` of shape ``(..., m, n)``: every row of every slice mapped by ``W``.
 
     Raises:
-      TypeError: an operand is not a float/complex array.
-      ValueError: ``w`` has batch axes, or the shapes do not match (the message names both).
+      TypeError: ``a`` or ``w`` is not a float/complex array.
+      ValueError: ``w`` has batch axes, or ``a``'s columns are not ``w``'s rows.
 
     Notes:
       ``W̄`` is one GEMM: the batch axes and ``m`` are contracted together.
@@ -270,18 +280,20 @@ def tensor_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax.Array:
 def tensor_transpose_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax.Array:
     r"""Every transposed slice of a tensor times a shared matrix, ``C_b = A_bᵀ W``.
 
-    .. math:: C_b = A_b^T W, \qquad \bar A_b = W \bar C_b^T, \qquad \bar W = \sum_b A_b \bar C_b
+    .. math::
+        C_b = A_b^T W, \qquad \dot C_b = \dot A_b^T W + A_b^T \dot W, \qquad
+        \bar A_b = W \bar C_b^T, \qquad \bar W = \sum_b A_b \bar C_b
 
     Args:
-      a: shape ``(..., k, m)``.
+      a: shape ``(..., k, m)``, transposed slice by slice.
       w: shape ``(k, n)``, an array or a packed matrix (see :func:`mat_tensor_mul`).
 
     Returns:
-      ``C`` of shape ``(..., m, n)``, dtype promoted as ``jnp.matmul``.
+      ``C`` of shape ``(..., m, n)``.
 
     Raises:
-      TypeError: an operand is not a float/complex array.
-      ValueError: ``w`` has batch axes, or the shapes do not match (the message names both).
+      TypeError: ``a`` or ``w`` is not a float/complex array.
+      ValueError: ``w`` has batch axes, or ``a`` and ``w`` have different numbers of rows.
 
     Examples:
       >>> import jax.numpy as jnp, rules
@@ -299,7 +311,7 @@ def tensor_transpose_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax
 def tensor_transpose(a: jax.Array) -> jax.Array:
     r"""Transpose of every slice, ``C_b = A_bᵀ``.
 
-    .. math:: C_b = A_b^T, \qquad \bar A_b = \bar C_b^T
+    .. math:: C_b = A_b^T, \qquad \dot C_b = \dot A_b^T, \qquad \bar A_b = \bar C_b^T
 
     Args:
       a: shape ``(..., m, n)``.

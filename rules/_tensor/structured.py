@@ -107,9 +107,21 @@ _unpack = Rule("unpack", _unpack_forward, _unpack_pushforward, _unpack_pullback)
 class AbstractPacked:
     """Base of the packed matrices; never instantiated. Subclasses only fix the structure.
 
+    Every subclass is constructed as ``cls(packed, n)``.
+
+    Args:
+      packed: the free entries, shape ``(..., n(n-1)/2)`` (strictly triangular, skew-symmetric) or
+        ``(..., n(n+1)/2)`` (symmetric, with the diagonal); float32, float64, complex64 or
+        complex128. Leading axes are batch axes (a stack of matrices).
+      n: the matrix size (static: pytree aux data).
+
+    Raises:
+      TypeError: ``packed`` is not a float/complex array, or ``n`` is not a non-negative int.
+      ValueError: ``packed``'s last axis is not :meth:`packed_size` ``(n)`` long.
+
     Attributes:
-      packed: the free entries, shape ``(..., n(n-1)/2)`` or ``(..., n(n+1)/2)`` (with diagonal).
-      n: the matrix size (static).
+      packed: the free entries.
+      n: the matrix size.
     """
 
     # Structure of a subclass: whether the diagonal is stored, and the signs with which entry k
@@ -187,13 +199,8 @@ class StrictlyLower(AbstractPacked):
 
     with ``k`` running row-major over the strictly lower triangle (:func:`packing_indices`).
 
-    Args:
-      packed: shape ``(..., n(n-1)/2)``, float32, float64, complex64 or complex128.
-      n: matrix size.
-
-    Raises:
-      TypeError: ``packed`` is not a float/complex array, or ``n`` is not an int.
-      ValueError: ``packed``'s last axis is not ``n(n-1)/2`` long.
+    Constructed as ``cls(packed, n)`` with ``packed`` of shape ``(..., n(n-1)/2)`` (see
+    :class:`AbstractPacked`).
 
     Examples:
       >>> import jax.numpy as jnp
@@ -213,24 +220,16 @@ class StrictlyUpper(AbstractPacked):
 
     .. math:: U_{ji} = p_k \ (i > j), \qquad \bar p_k = \bar U_{ji}
 
-    The packing is the transpose of :class:`StrictlyLower`'s: ``StrictlyUpper(p, n).dense()`` is
-    ``StrictlyLower(p, n).dense().T``.
-
-    Args:
-      packed: shape ``(..., n(n-1)/2)``, float32, float64, complex64 or complex128.
-      n: matrix size.
-
-    Raises:
-      TypeError: ``packed`` is not a float/complex array, or ``n`` is not an int.
-      ValueError: ``packed``'s last axis is not ``n(n-1)/2`` long.
+    The packing is the transpose of :class:`StrictlyLower`'s (the volume-preserving feed-forward
+    network's upper layers use it), constructed as ``StrictlyUpper(packed, n)`` like every
+    :class:`AbstractPacked`.
 
     Examples:
       >>> import jax.numpy as jnp
-      >>> from rules import StrictlyUpper
-      >>> StrictlyUpper(jnp.array([1.0, 2.0, 3.0], jnp.float32), 3).dense()
-      Array([[0., 1., 2.],
-             [0., 0., 3.],
-             [0., 0., 0.]], dtype=float32)
+      >>> from rules import StrictlyLower, StrictlyUpper
+      >>> p = jnp.array([1.0, 2.0, 3.0], jnp.float32)
+      >>> bool((StrictlyUpper(p, 3).dense() == StrictlyLower(p, 3).dense().T).all())
+      True
     """
 
     diagonal, lower, upper = False, 0, 1
@@ -245,13 +244,8 @@ class SkewSymmetric(AbstractPacked):
     The packed cotangent is the exact derivative; it is twice the dense cotangent's skew part
     ``(S̄ - S̄ᵀ)/2`` read off the lower triangle.
 
-    Args:
-      packed: shape ``(..., n(n-1)/2)``, float32, float64, complex64 or complex128.
-      n: matrix size.
-
-    Raises:
-      TypeError: ``packed`` is not a float/complex array, or ``n`` is not an int.
-      ValueError: ``packed``'s last axis is not ``n(n-1)/2`` long.
+    Constructed as ``cls(packed, n)`` with ``packed`` of shape ``(..., n(n-1)/2)`` (see
+    :class:`AbstractPacked`).
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -276,13 +270,8 @@ class Symmetric(AbstractPacked):
         W_{ij} = W_{ji} = p_k \ (i \ge j), \qquad
         \bar p_k = \bar W_{ij} + \bar W_{ji} \ (i > j), \qquad \bar p_k = \bar W_{ii} \ (i = j)
 
-    Args:
-      packed: shape ``(..., n(n+1)/2)``, float32, float64, complex64 or complex128.
-      n: matrix size.
-
-    Raises:
-      TypeError: ``packed`` is not a float/complex array, or ``n`` is not an int.
-      ValueError: ``packed``'s last axis is not ``n(n+1)/2`` long.
+    Constructed as ``cls(packed, n)`` with ``packed`` of shape ``(..., n(n+1)/2)`` (see
+    :class:`AbstractPacked`).
 
     Examples:
       >>> import jax.numpy as jnp
