@@ -21,12 +21,9 @@ Data parallelism. ``--devices N`` splits every minibatch over the first ``N`` de
 ``jax.sharding.Mesh`` with one axis ``"batch"``; the batch is sharded along it, parameters and
 optimizer state are replicated) and lets XLA insert the all-reduce of the gradients; the loss
 trajectory equals the single-device one up to rounding (``tests/test_sharding.py``). To try it on
-a CPU, simulate devices with ``XLA_FLAGS=--xla_force_host_platform_device_count=8``. On a cluster,
-start one process per host with the same command and call
-``jax.distributed.initialize(coordinator_address, num_processes, process_id)`` before anything
-else touches JAX (on Slurm or Cloud TPU the arguments are detected: ``jax.distributed.initialize()``);
-``jax.devices()`` then lists every host's devices, so ``--devices`` counts them all, and each
-process must feed its own share of the batch (``jax.make_array_from_process_local_data``).
+a CPU, simulate devices with ``XLA_FLAGS=--xla_force_host_platform_device_count=8``. Several
+hosts: :mod:`examples.multihost` runs this data-parallel step over processes with JAX's
+multi-controller runtime (``jax.distributed.initialize``), one command per host.
 """
 from __future__ import annotations
 
