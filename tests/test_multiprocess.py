@@ -75,8 +75,8 @@ def test_constraint_and_progress(results):
 
 @pytest.mark.parametrize("argv,message", [
     (["--num-processes", "2", "--process-id", "2", "--coordinator", "h:1"],
-     "--process-id must be below --num-processes (2); got 2."),
-    (["--num-processes", "2"], "--coordinator HOST:PORT is needed with more than one process."),
+     "--process-id must be below --num-processes (2); got 2"),
+    (["--num-processes", "2"], "--coordinator HOST:PORT is needed with more than one process"),
     (["--steps", "0"], "argument --steps"),
 ])
 def test_bad_flags_are_one_line_errors(argv, message, capsys):
