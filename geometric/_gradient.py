@@ -1,7 +1,7 @@
 """Riemannian gradients of a whole parameter pytree."""
 from __future__ import annotations
 
-from ._base import flatten_manifolds
+from ._core.tree import flatten_manifolds
 
 __all__ = ["riemannian_gradient"]
 

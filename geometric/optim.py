@@ -25,7 +25,7 @@ import optax
 from jax import lax
 
 from . import _global_tangent
-from ._base import flatten_manifolds, is_manifold_leaf
+from ._core.tree import flatten_manifolds, is_manifold_leaf
 from ._gradient import riemannian_gradient
 
 __all__ = ["riemannian", "riemannian_sgd", "riemannian_adam", "manifold_adam", "RiemannianState",
@@ -68,7 +68,7 @@ def _check_points(fname, manifolds, params):
     _, leaves, flat = flatten_manifolds(fname, manifolds, params=params)
     for m, x in zip(leaves, flat["params"]):
         if m is not None:
-            m._check_point("init", x, "params")
+            m.check_point(x, argname="params", fname=f"{m!r}.init")
 
 
 def _value(hyperparameter, count):
@@ -486,7 +486,8 @@ def manifold_adam(learning_rate: optax.ScalarOrSchedule, manifolds, b1: float = 
     Raises:
       ValueError: ``update`` is called without ``params``; unknown ``retraction``;
         ``stabilize_every < 1``.
-      TypeError: a leaf of ``manifolds`` is not None or one of the four manifolds above.
+      TypeError: a leaf of ``manifolds`` is neither None nor a manifold with the capability
+        ``"frame"`` (the four manifolds above).
 
     References:
       B. Brantner, "Generalizing Adam to manifolds for efficiently training transformers" (2023),
@@ -519,8 +520,9 @@ def manifold_adam(learning_rate: optax.ScalarOrSchedule, manifolds, b1: float = 
         raise ValueError(f"{fname}: `retraction` must be 'cayley' or 'exp'; got {retraction!r}.")
     _, leaves, _ = flatten_manifolds(fname, manifolds)
     for m in leaves:
-        if m is not None and not isinstance(m, _global_tangent.SUPPORTED):
-            raise TypeError(f"{fname}: supports Stiefel, Grassmann, Sphere and Orthogonal leaves; "
+        if m is not None and not _global_tangent.supports(m):
+            raise TypeError(f"{fname}: needs manifolds whose points are orthonormal frames (the "
+                            f"capability 'frame': Stiefel, Grassmann, Sphere, Orthogonal); "
                             f"got {m!r}.")
     every = DEFAULT_STABILIZE_EVERY if stabilize_every is None else stabilize_every
 

@@ -2,14 +2,16 @@ r"""The Grassmann manifold Gr(n, p) of p-dimensional subspaces of ℝⁿ."""
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
-from rules._utils import T, mm
+from rules.internal import mm
 
-from ._base import AbstractManifold, check_random_dtype, check_size
-from ._stiefel import frobenius_sq, gram_error, haar_frame, polar_factor, qr_factor
+from .._core.checks import check_frame_fields
+from .._core.kernels import gram_error, haar_frame, polar_factor, qr_factor
+from .._core.manifold import AbstractManifold
 
 __all__ = ["Grassmann"]
 
@@ -54,63 +56,31 @@ class Grassmann(AbstractManifold):
     n: int
     p: int
 
-    def __post_init__(self):
-        object.__setattr__(self, "n", check_size("Grassmann", "n", self.n))
-        object.__setattr__(self, "p", check_size("Grassmann", "p", self.p))
-        if self.p > self.n:
-            raise ValueError(f"Grassmann: `p` must satisfy p ≤ n = {self.n}; got p = {self.p}.")
+    capabilities: ClassVar[frozenset[str]] = frozenset({"frame"})
+    horizontal: ClassVar[bool] = True
+    self_correcting: ClassVar[bool] = True
+    _error_formula: ClassVar[str] = "‖xᵀx − I‖_F"
+
+    def __post_init__(self) -> None:
+        n, p = check_frame_fields("Grassmann", self.n, self.p)
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "p", p)
 
     @property
     def shape(self) -> tuple[int, int]:
         return (self.n, self.p)
 
-    @property
-    def self_correcting(self) -> bool:
-        return True
-
-    def random_point(self, key, dtype=jnp.float32):
-        check_random_dtype(f"{self!r}.random_point", dtype)
+    def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         return haar_frame(key, self.n, self.p, dtype)
 
-    def random_tangent(self, key, x):
-        self._check_point("random_tangent", x)
-        return _project(x, jax.random.normal(key, x.shape, x.dtype))
+    def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        return v - mm(x, mm(x.mT, v))
 
-    def project(self, x, v):
-        self._check_point("project", x)
-        self._check_like("project", "v", v, x)
-        return _project(x, v)
-
-    def project_point(self, x):
-        self._check_point("project_point", x)
+    def _project_point(self, x: jax.Array) -> jax.Array:
         return polar_factor(x)
 
-    def egrad_to_rgrad(self, x, g):
-        self._check_point("egrad_to_rgrad", x)
-        self._check_like("egrad_to_rgrad", "g", g, x)
-        return _project(x, g)
-
-    def inner(self, x, u, v):
-        self._check_point("inner", x)
-        self._check_like("inner", "u", u, x)
-        self._check_like("inner", "v", v, x)
-        return frobenius_sq(u, v)
-
-    def retract(self, x, v):
-        self._check_point("retract", x)
-        self._check_like("retract", "v", v, x)
+    def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return qr_factor(x + v)
 
-    def transport(self, x, y, v):
-        self._check_point("transport", x)
-        self._check_like("transport", "y", y, x)
-        self._check_like("transport", "v", v, x)
-        return _project(y, v)
-
-    def manifold_error(self, x):
-        self._check_point("manifold_error", x)
+    def _manifold_error(self, x: jax.Array) -> jax.Array:
         return gram_error(x)
-
-
-def _project(x, v):
-    return v - mm(x, mm(T(x), v))

@@ -2,11 +2,13 @@ r"""The unit sphere S^{n-1} ⊂ ℝⁿ."""
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
-from ._base import AbstractManifold, check_random_dtype, check_size
+from .._core.checks import check_int_field
+from .._core.manifold import AbstractManifold
 
 __all__ = ["Sphere"]
 
@@ -43,69 +45,43 @@ class Sphere(AbstractManifold):
 
     n: int
 
-    def __post_init__(self):
-        object.__setattr__(self, "n", check_size("Sphere", "n", self.n))
+    capabilities: ClassVar[frozenset[str]] = frozenset({"frame"})
+    self_correcting: ClassVar[bool] = True
+    _error_formula: ClassVar[str] = "|xᵀx − 1|"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", check_int_field("Sphere", "n", self.n))
 
     @property
     def shape(self) -> tuple[int]:
         return (self.n,)
 
-    @property
-    def self_correcting(self) -> bool:
-        return True
-
-    def random_point(self, key, dtype=jnp.float32):
-        check_random_dtype(f"{self!r}.random_point", dtype)
+    def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         # A normalised Gaussian is uniform on the sphere (the sign-corrected QR of an n×1 matrix).
         return _normalize(jax.random.normal(key, (self.n,), dtype))
 
-    def random_tangent(self, key, x):
-        self._check_point("random_tangent", x)
-        return _project(x, jax.random.normal(key, x.shape, x.dtype))
+    def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        return v - x * _dot(x, v)[..., None]
 
-    def project(self, x, v):
-        self._check_point("project", x)
-        self._check_like("project", "v", v, x)
-        return _project(x, v)
-
-    def project_point(self, x):
-        self._check_point("project_point", x)
+    def _project_point(self, x: jax.Array) -> jax.Array:
         return _normalize(x)
 
-    def egrad_to_rgrad(self, x, g):
-        self._check_point("egrad_to_rgrad", x)
-        self._check_like("egrad_to_rgrad", "g", g, x)
-        return _project(x, g)
-
-    def inner(self, x, u, v):
-        self._check_point("inner", x)
-        self._check_like("inner", "u", u, x)
-        self._check_like("inner", "v", v, x)
-        return _dot(u, v)
-
-    def retract(self, x, v):
-        self._check_point("retract", x)
-        self._check_like("retract", "v", v, x)
+    def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return _normalize(x + v)
 
-    def transport(self, x, y, v):
-        self._check_point("transport", x)
-        self._check_like("transport", "y", y, x)
-        self._check_like("transport", "v", v, x)
-        return _project(y, v)
-
-    def manifold_error(self, x):
-        self._check_point("manifold_error", x)
+    def _manifold_error(self, x: jax.Array) -> jax.Array:
         return jnp.abs(_dot(x, x) - 1)
 
+    def _to_frame(self, x: jax.Array) -> jax.Array:
+        return x[..., None]
 
-def _dot(u, v):
+    def _from_frame(self, y: jax.Array) -> jax.Array:
+        return y[..., 0]
+
+
+def _dot(u: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.sum(u * v, axis=-1)
 
 
-def _project(x, v):
-    return v - x * _dot(x, v)[..., None]
-
-
-def _normalize(x):
+def _normalize(x: jax.Array) -> jax.Array:
     return x / jnp.linalg.norm(x, axis=-1, keepdims=True)

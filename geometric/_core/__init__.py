@@ -1,0 +1,10 @@
+"""Machinery shared by the manifolds and the optimizers.
+
+* :mod:`.manifold`: :class:`AbstractManifold`, the template every manifold fills in with hooks;
+* :mod:`.kernels`: the numerical kernels (QR and polar factors, low-rank rotations, φ, functions
+  of symmetric matrices);
+* :mod:`.checks`: checks of constructor fields and dtypes;
+* :mod:`.tree`: walking a ``manifolds`` pytree alongside ``params``.
+
+Nothing here is public; :mod:`geometric` re-exports what is.
+"""

@@ -1,0 +1,77 @@
+r"""The orthogonal group O(n)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from rules.internal import mm
+
+from .._core.checks import check_int_field
+from .._core.kernels import gram_error, haar_frame, polar_factor, qr_factor, sym
+from .._core.manifold import AbstractManifold
+
+__all__ = ["Orthogonal"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Orthogonal(AbstractManifold):
+    r"""The orthogonal group of n×n matrices ``X`` with ``XᵀX = I`` (both components, det ±1).
+
+    .. math::
+        O(n) = \mathrm{St}(n, n), \qquad T_X = \{X\Omega : \Omega^T = -\Omega\}, \qquad
+        P_X(V) = X\,\mathrm{skew}(X^TV)
+
+    The metric is ``tr(Δ₁ᵀΔ₂)`` (bi-invariant), so the Riemannian gradient is the projection
+    ``X skew(XᵀG)``. The retraction is ``qf(X + V)`` with ``diag(R) ≥ 0`` (self-correcting, and it
+    stays in the component of ``X`` for steps that do not reach a singular ``X + V``); vector
+    transport is the projection onto the new tangent space.
+
+    Args:
+      n: size, ``n ≥ 1``.
+
+    Raises:
+      TypeError: ``n`` is not an int.
+      ValueError: ``n < 1``.
+
+    References:
+      P.-A. Absil, R. Mahony, R. Sepulchre, "Optimization Algorithms on Matrix Manifolds" (2008).
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, geometric
+      >>> o = geometric.Orthogonal(3)
+      >>> x = o.random_point(jax.random.PRNGKey(0))
+      >>> bool(o.manifold_error(x) < 1e-5)
+      True
+    """
+
+    n: int
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"frame"})
+    self_correcting: ClassVar[bool] = True
+    _error_formula: ClassVar[str] = "‖xᵀx − I‖_F"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", check_int_field("Orthogonal", "n", self.n))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.n)
+
+    def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
+        return haar_frame(key, self.n, self.n, dtype)
+
+    def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        # V - X sym(XᵀV) as on St(n, n); for square X it equals X skew(XᵀV).
+        return v - mm(x, sym(mm(x.mT, v)))
+
+    def _project_point(self, x: jax.Array) -> jax.Array:
+        return polar_factor(x)
+
+    def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        return qr_factor(x + v)
+
+    def _manifold_error(self, x: jax.Array) -> jax.Array:
+        return gram_error(x)
