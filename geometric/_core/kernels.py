@@ -19,16 +19,18 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+import numpy as np
 from jax.typing import DTypeLike
 
 from rules.internal import eye_like, mm
 
-__all__ = ["frobenius_inner", "gram_error", "haar_frame", "phi", "polar_factor", "qr_factor",
-           "rotate", "safe_sqrt", "skew", "sym"]
+__all__ = ["arctan_sv", "frobenius_inner", "gram_error", "haar_frame", "phi", "polar_factor",
+           "qr_factor", "rotate", "safe_sqrt", "skew", "sym", "sym_function"]
 
 
 def sym(a: jax.Array) -> jax.Array:
@@ -184,3 +186,87 @@ def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = No
     # exp(UVᵀ) = I + Uφ(VᵀU)Vᵀ, from (UVᵀ)^k = U X^{k-1} Vᵀ.
     return y + mm(u, mm(phi(x), c))
 
+
+# ----------------------------------------------------------------------------------------------
+# Functions of symmetric matrices, with derivatives that exist at repeated eigenvalues
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def sym_function(f: Callable[[jax.Array], jax.Array], df: Callable[[jax.Array], jax.Array],
+                 a: jax.Array) -> jax.Array:
+    r"""``f(A) = Q f(Λ) Qᵀ`` for symmetric ``(..., m, m)`` matrices ``A = QΛQᵀ``.
+
+    .. math::
+        Df(A)[\dot A] = Q\,\big(F \circ Q^T\dot A Q\big)\,Q^T, \qquad
+        F_{ij} = \frac{f(\lambda_i) - f(\lambda_j)}{\lambda_i - \lambda_j}, \quad
+        F_{ii} = f'(\lambda_i)
+
+    (Daleckii–Krein). Differentiating through ``eigh`` instead divides by ``λᵢ - λⱼ`` and gives
+    nan at repeated eigenvalues, though ``f(A)`` is smooth there; here pairs closer than
+    ``ε^{1/3}·max|λ|`` use ``(f'(λᵢ) + f'(λⱼ))/2``, which balances the divided difference's
+    cancellation against the mean's truncation error (both about ``ε^{2/3}``).
+
+    Args:
+      f: elementwise function of the eigenvalues (a hashable callable, e.g. a module function).
+      df: its derivative.
+      a: symmetric matrices; only ``sym(a)`` is used.
+
+    References:
+      N. J. Higham, "Functions of Matrices: Theory and Computation" (2008), Thm. 3.11.
+    """
+    w, q = jnp.linalg.eigh(a)
+    return mm(q * f(w)[..., None, :], q.mT)
+
+
+@sym_function.defjvp
+def _sym_function_jvp(f: Callable[[jax.Array], jax.Array], df: Callable[[jax.Array], jax.Array],
+                      primals: tuple[jax.Array], tangents: tuple[jax.Array]
+                      ) -> tuple[jax.Array, jax.Array]:
+    (a,), (a_dot,) = primals, tangents
+    w, q = jnp.linalg.eigh(a)
+    fw, dfw = f(w), df(w)
+    diff = w[..., :, None] - w[..., None, :]
+    scale = jnp.max(jnp.abs(w), axis=-1)[..., None, None]
+    close = jnp.abs(diff) <= float(np.finfo(w.dtype).eps) ** (1 / 3) * scale
+    divided = (fw[..., :, None] - fw[..., None, :]) / jnp.where(close, 1, diff)
+    slopes = jnp.where(close, 0.5 * (dfw[..., :, None] + dfw[..., None, :]), divided)
+    out = mm(q * fw[..., None, :], q.mT)
+    return out, mm(q, mm(slopes * mm(q.mT, mm(sym(a_dot), q)), q.mT))
+
+
+def arctan_sv(a: jax.Array) -> jax.Array:
+    r"""``U arctan(Σ) Vᵀ`` for ``A = UΣVᵀ`` of shape ``(..., m, k)``, without an SVD.
+
+    .. math::
+        U \arctan(\Sigma) V^T = A\, f(A^TA), \qquad f(u) = \frac{\arctan\sqrt u}{\sqrt u},
+        \quad f(0) = 1
+
+    through :func:`sym_function` on the k×k matrix ``AᵀA``, so the derivative exists at repeated
+    and at zero singular values (an SVD's does not), and is ``Ȧ`` at ``A = 0``. It is the
+    logarithm's last step on the Grassmann manifold (``A = tan Θ`` in principal angles) and on
+    the orthogonal group (``A = tan(K/2)``).
+    """
+    return mm(a, sym_function(_arctan_ratio, _arctan_ratio_slope, mm(a.mT, a)))
+
+
+def _arctan_ratio(u: jax.Array) -> jax.Array:
+    # Eigenvalues of AᵀA may come out slightly negative; f is even in √u, so clip them.
+    u = jnp.maximum(u, 0)
+    positive = u > 0
+    r = jnp.sqrt(jnp.where(positive, u, 1))
+    return jnp.where(positive, jnp.arctan(r) / r, 1)
+
+
+# f'(u) = Σ_{k≥1} k(-1)^k u^{k-1}/(2k+1): below u = 0.01 nine terms reach the unit roundoff,
+# where the closed form (1/(1 + u) - f(u))/(2u) loses digits to cancellation.
+_ARCTAN_SLOPE_SERIES = tuple(k * (-1) ** k / (2 * k + 1) for k in range(1, 10))
+
+
+def _arctan_ratio_slope(u: jax.Array) -> jax.Array:
+    u = jnp.maximum(u, 0)
+    small = u < 0.01
+    series = jnp.zeros_like(u)
+    for c in reversed(_ARCTAN_SLOPE_SERIES):
+        series = series * u + c
+    safe = jnp.where(small, 1, u)
+    return jnp.where(small, series, (1 / (1 + safe) - _arctan_ratio(safe)) / (2 * safe))

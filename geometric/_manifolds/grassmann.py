@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from rules.internal import mm
 
 from .._core.checks import check_frame_fields
-from .._core.kernels import gram_error, haar_frame, polar_factor, qr_factor
+from .._core.kernels import arctan_sv, gram_error, haar_frame, polar_factor, qr_factor, rotate
 from .._core.manifold import AbstractManifold
 
 __all__ = ["Grassmann"]
@@ -31,6 +31,20 @@ class Grassmann(AbstractManifold):
     is the projection onto the new horizontal space. A point's representative matters only up to
     ``Y → YQ``; :meth:`manifold_error` measures ``‖YᵀY - I‖_F``.
 
+    Geodesics, in terms of the principal angles ``Θ`` between the subspaces of ``Y`` and ``Z``
+    (Edelman et al., Thm. 2.3; Absil et al. 2004):
+
+    .. math::
+        \exp_Y(\Delta) = \exp(\Delta Y^T - Y\Delta^T)\,Y, \qquad
+        \log_Y(Z) = U \arctan(\Sigma) V^T \text{ for } (I - YY^T)Z(Y^TZ)^{-1} = U\Sigma V^T,
+        \qquad d(Y, Z) = \|\Theta\|_2 = \|\log_Y(Z)\|_F
+
+    ``exp`` is the canonical Stiefel geodesic of a horizontal ``Δ`` (:func:`rotate`, O(np²)).
+    ``log`` is computed without an SVD (``A f(AᵀA)``), so it and ``dist`` are differentiable at
+    repeated principal angles and at ``Z = Y``; ``log`` does not depend on the basis of ``Z``.
+    Both need every principal angle below π/2 (``YᵀZ`` invertible): beyond it lies the cut
+    locus, where the logarithm is not unique.
+
     Args:
       n: ambient dimension, ``n ≥ p``.
       p: subspace dimension, ``p ≥ 1``.
@@ -42,6 +56,8 @@ class Grassmann(AbstractManifold):
     References:
       A. Edelman, T. Arias, S. Smith, "The geometry of algorithms with orthogonality constraints",
       SIAM J. Matrix Anal. Appl. 20 (1998), https://arxiv.org/abs/physics/9806030.
+      P.-A. Absil, R. Mahony, R. Sepulchre, "Riemannian geometry of Grassmann manifolds with a
+      view on algorithmic computation", Acta Appl. Math. 80 (2004).
       P.-A. Absil, R. Mahony, R. Sepulchre, "Optimization Algorithms on Matrix Manifolds" (2008).
 
     Examples:
@@ -51,12 +67,15 @@ class Grassmann(AbstractManifold):
       >>> v = gr.random_tangent(jax.random.PRNGKey(1), y)
       >>> bool(jnp.abs(y.T @ v).max() < 1e-5)
       True
+      >>> z = gr.exp(y, 0.3 * v / jnp.linalg.norm(v))
+      >>> print(f"{gr.dist(y, z):.4f}")
+      0.3000
     """
 
     n: int
     p: int
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({"frame"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "log", "dist", "frame"})
     horizontal: ClassVar[bool] = True
     self_correcting: ClassVar[bool] = True
     _error_formula: ClassVar[str] = "‖xᵀx − I‖_F"
@@ -84,3 +103,14 @@ class Grassmann(AbstractManifold):
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         return gram_error(x)
+
+    def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        # For horizontal Δ, (I - ½YYᵀ)Δ = Δ: Ω(Y, Δ) is ΔYᵀ - YΔᵀ.
+        return rotate(x, v, "exp")
+
+    def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        # (I - YYᵀ)Z formed from Z - Y: the same on the manifold, and exactly 0 at Z = Y.
+        d = y - x
+        n = d - mm(x, mm(x.mT, d))
+        a = jnp.linalg.solve(mm(x.mT, y).mT, n.mT).mT  # N (YᵀZ)⁻¹ = U tan(Θ) Vᵀ
+        return arctan_sv(a)

@@ -6,11 +6,12 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+from jax.scipy.linalg import expm
 
-from rules.internal import mm
+from rules.internal import eye_like, mm
 
 from .._core.checks import check_int_field
-from .._core.kernels import gram_error, haar_frame, polar_factor, qr_factor, sym
+from .._core.kernels import arctan_sv, gram_error, haar_frame, polar_factor, qr_factor, skew, sym
 from .._core.manifold import AbstractManifold
 
 __all__ = ["Orthogonal"]
@@ -29,6 +30,18 @@ class Orthogonal(AbstractManifold):
     stays in the component of ``X`` for steps that do not reach a singular ``X + V``); vector
     transport is the projection onto the new tangent space.
 
+    Geodesics are one-parameter subgroups; the logarithm is the principal matrix logarithm:
+
+    .. math::
+        \exp_X(V) = X \exp(X^TV), \qquad \log_X(Y) = X \log(X^TY), \qquad
+        d(X, Y) = \|\log(X^TY)\|_F
+
+    ``log(R)`` is computed from ``tan(K/2) = (R - I)(R + I)⁻¹`` as ``K = 2 arctan(tan(K/2))``
+    (:func:`arctan_sv`, no eigendecomposition or SVD), so it and ``dist`` are differentiable at
+    ``Y = X`` and at repeated rotation angles. Both need ``Y`` in the component of ``X`` with
+    every rotation angle of ``XᵀY`` below π (``R + I`` invertible); at angle π the logarithm is
+    not unique.
+
     Args:
       n: size, ``n ≥ 1``.
 
@@ -38,6 +51,7 @@ class Orthogonal(AbstractManifold):
 
     References:
       P.-A. Absil, R. Mahony, R. Sepulchre, "Optimization Algorithms on Matrix Manifolds" (2008).
+      N. J. Higham, "Functions of Matrices: Theory and Computation" (2008), ch. 11.
 
     Examples:
       >>> import jax, jax.numpy as jnp, geometric
@@ -45,11 +59,14 @@ class Orthogonal(AbstractManifold):
       >>> x = o.random_point(jax.random.PRNGKey(0))
       >>> bool(o.manifold_error(x) < 1e-5)
       True
+      >>> v = o.random_tangent(jax.random.PRNGKey(1), x)
+      >>> bool(jnp.allclose(o.log(x, o.exp(x, 0.5 * v)), 0.5 * v, atol=1e-5))
+      True
     """
 
     n: int
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({"frame"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "log", "dist", "frame"})
     self_correcting: ClassVar[bool] = True
     _error_formula: ClassVar[str] = "‖xᵀx − I‖_F"
 
@@ -75,3 +92,12 @@ class Orthogonal(AbstractManifold):
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         return gram_error(x)
+
+    def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        return mm(x, expm(skew(mm(x.mT, v))))
+
+    def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        # R - I = Xᵀ(Y - X) on the manifold: accurate for close points, exactly 0 at Y = X.
+        d = mm(x.mT, y - x)
+        half_tan = jnp.linalg.solve(2 * eye_like(d) + d, d)  # (R + I)⁻¹(R - I); the factors commute
+        return mm(x, skew(2 * arctan_sv(half_tan)))

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .._core.checks import check_int_field
+from .._core.kernels import safe_sqrt
 from .._core.manifold import AbstractManifold
 
 __all__ = ["Sphere"]
@@ -23,7 +24,15 @@ class Sphere(AbstractManifold):
 
     The metric is ``vᵀw``, so the Riemannian gradient is the projection of ``g``. The retraction
     ``(x + v)/‖x + v‖`` corrects itself; vector transport is the projection onto the new tangent
-    space; :meth:`manifold_error` is ``|xᵀx - 1|``.
+    space; :meth:`manifold_error` is ``|xᵀx - 1|``. Geodesics are great circles:
+
+    .. math::
+        \exp_x(v) = \cos(\|v\|)\,x + \frac{\sin\|v\|}{\|v\|}\,v, \qquad
+        \log_x(y) = \frac{\theta}{\|u\|}\,u, \quad u = y - (x^Ty)\,x, \qquad
+        d(x, y) = \theta = \operatorname{atan2}(\|u\|, x^Ty)
+
+    (``atan2`` rather than ``arccos(xᵀy)``: accurate for near and for far points). ``log`` is
+    undefined at the antipode ``y = -x`` (it returns 0 there; ``dist`` returns π).
 
     Args:
       n: ambient dimension, ``n ≥ 1``.
@@ -41,11 +50,13 @@ class Sphere(AbstractManifold):
       >>> x = jnp.array([1.0, 0.0, 0.0])
       >>> print(s.retract(x, jnp.array([0.0, 1.0, 0.0])).round(4))
       [0.7071 0.7071 0.    ]
+      >>> print(f"{s.dist(x, jnp.array([0.0, 0.0, 1.0])):.4f}")  # π/2
+      1.5708
     """
 
     n: int
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({"frame"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "log", "dist", "frame"})
     self_correcting: ClassVar[bool] = True
     _error_formula: ClassVar[str] = "|xᵀx − 1|"
 
@@ -72,6 +83,19 @@ class Sphere(AbstractManifold):
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         return jnp.abs(_dot(x, x) - 1)
 
+    def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        t = safe_sqrt(_dot(v, v))[..., None]
+        return jnp.cos(t) * x + jnp.sinc(t / jnp.pi) * v  # sinc(t/π) = sin(t)/t, smooth at 0
+
+    def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        u, norm, theta = _chord(x, y)
+        # θ/‖u‖ → 1 as y → x; the inner where() keeps the masked branch's derivative finite.
+        positive = norm > 0
+        return jnp.where(positive, theta / jnp.where(positive, norm, 1), 1)[..., None] * u
+
+    def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        return _chord(x, y)[2]
+
     def _to_frame(self, x: jax.Array) -> jax.Array:
         return x[..., None]
 
@@ -81,6 +105,18 @@ class Sphere(AbstractManifold):
 
 def _dot(u: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.sum(u * v, axis=-1)
+
+
+def _chord(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``u = P_x(y)``, ``‖u‖`` and the angle ``θ = atan2(‖u‖, xᵀy)`` between ``x`` and ``y``.
+
+    ``u`` is formed from ``y - x``: equal to ``y - (xᵀy)x`` on the sphere, accurate for close
+    points, and exactly 0 at ``y = x``, where ``θ`` then has derivative 0.
+    """
+    d = y - x
+    u = d - x * _dot(x, d)[..., None]
+    norm = safe_sqrt(_dot(u, u))
+    return u, norm, jnp.arctan2(norm, _dot(x, y))
 
 
 def _normalize(x: jax.Array) -> jax.Array:

@@ -7,8 +7,9 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+from jax.scipy.linalg import expm
 
-from rules.internal import mm
+from rules.internal import eye_like, mm
 
 from .._core.checks import check_choice_field, check_frame_fields
 from .._core.kernels import (frobenius_inner, gram_error, haar_frame, polar_factor, qr_factor,
@@ -58,6 +59,16 @@ class Stiefel(AbstractManifold):
     Vector transport is the projection onto the new tangent space (both metrics share it: the
     normal space ``{Y S : S = Sᵀ}`` is the same).
 
+    :meth:`exp` is the geodesic of the chosen metric, O(np²) (Edelman et al., §2.2.2 and §2.4.2):
+
+    .. math::
+        \text{canonical: } \exp_Y(\Delta) = \exp(\Omega(Y, \Delta))\,Y, \qquad
+        \text{euclidean: } \exp_Y(\Delta) = [Y, \Delta]\,
+            \exp\begin{bmatrix} A & -S \\ I & A\end{bmatrix}
+            \begin{bmatrix} I \\ 0\end{bmatrix} \exp(-A),
+
+    ``A = YᵀΔ``, ``S = ΔᵀΔ``. The logarithm has no closed form, so there is no ``log`` or ``dist``.
+
     Args:
       n: rows, ``n ≥ p``.
       p: columns, ``p ≥ 1``.
@@ -89,7 +100,7 @@ class Stiefel(AbstractManifold):
     metric: str = "euclidean"
     retraction: str = "qr"
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({"frame"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "frame"})
     _error_formula: ClassVar[str] = "‖xᵀx − I‖_F"
 
     def __post_init__(self) -> None:
@@ -132,3 +143,12 @@ class Stiefel(AbstractManifold):
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         return gram_error(x)
+
+    def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        if self.metric == "canonical":
+            return rotate(x, v, "exp")
+        a = mm(x.mT, v)
+        block = jnp.concatenate([jnp.concatenate([a, -mm(v.mT, v)], axis=-1),
+                                 jnp.concatenate([eye_like(a), a], axis=-1)], axis=-2)
+        first_columns = expm(block)[..., :, :self.p]
+        return mm(jnp.concatenate([x, v], axis=-1), mm(first_columns, expm(-a)))
