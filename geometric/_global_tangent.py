@@ -27,7 +27,7 @@ stores ``λ`` as an N×N matrix. Here ``λ`` is never formed:
 
 A manifold takes part when its points are orthonormal frames, the capability ``"frame"`` of
 :class:`~geometric.AbstractManifold`: ``to_frame`` gives the N×p matrix ``Y`` (a sphere point is an
-N×1 frame) and ``from_frame`` takes it back; ``horizontal``
+N×1 frame, orthonormal rows the transpose of one) and ``from_frame`` takes it back; ``horizontal``
 says the tangent vectors have no ``A`` block (Grassmann), and ``N = p`` leaves no ``B`` (O(N)).
 """
 from __future__ import annotations

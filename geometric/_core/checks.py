@@ -13,7 +13,8 @@ from jax.typing import DTypeLike
 
 from rules.internal import REAL_DTYPES
 
-__all__ = ["check_choice_field", "check_frame_fields", "check_int_field", "check_real_dtype"]
+__all__ = ["check_bool_field", "check_choice_field", "check_frame_fields", "check_int_field",
+           "check_real_dtype"]
 
 
 def check_int_field(owner: str, field: str, value: object, minimum: int = 1) -> int:
@@ -31,6 +32,11 @@ def check_int_field(owner: str, field: str, value: object, minimum: int = 1) -> 
     return index
 
 
+def check_bool_field(owner: str, field: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}: `{field}` must be True or False; got {value!r}.")
+
+
 def check_choice_field(owner: str, field: str, value: object, choices: tuple[str, ...]) -> None:
     if value not in choices:
         options = ", ".join(repr(c) for c in choices)
@@ -46,9 +52,14 @@ def check_real_dtype(fname: str, dtype: DTypeLike) -> jnp.dtype:
     return dtype
 
 
-def check_frame_fields(owner: str, n: object, p: object) -> tuple[int, int]:
-    """``(n, p)`` of a manifold of n×p orthonormal frames, ``1 ≤ p ≤ n``."""
+def check_frame_fields(owner: str, n: object, p: object, rows: object) -> tuple[int, int]:
+    """``(n, p)`` of a manifold of n×p orthonormal frames (``p ≤ n``), checked with ``rows``."""
     n, p = check_int_field(owner, "n", n), check_int_field(owner, "p", p)
+    check_bool_field(owner, "rows", rows)
     if p > n:
-        raise ValueError(f"{owner}: `p` must satisfy p ≤ n = {n}; got p = {p}.")
+        shape = (p, n) if rows else (n, p)
+        kind = "columns" if rows else "rows"
+        other = f"{owner}({p}, {n}{'' if rows else ', rows=True'})"
+        raise ValueError(f"{owner}: `p` must satisfy p ≤ n = {n}; got p = {p}. A {shape} array with "
+                         f"orthonormal {kind} is {other}.")
     return n, p

@@ -2,7 +2,8 @@ r"""The manifold template: :class:`AbstractManifold` owns the public methods, a 
 
 Every public method (``project``, ``retract``, ...) is written once, here: it checks its inputs
 (at trace time: array type, dtype, shape; messages name the method, the argument, the expected
-shape and the one given) and calls one private hook (``_project``, ``_retract``, ...). A manifold is a final frozen dataclass that implements the hooks
+shape and the one given), brings them to the hooks' layout, and calls one private hook
+(``_project``, ``_retract``, ...). A manifold is a final frozen dataclass that implements the hooks
 for unchecked arrays with leading batch axes; its own methods never repeat a check.
 """
 from __future__ import annotations
@@ -52,6 +53,10 @@ class AbstractManifold(abc.ABC):
       ``_from_frame``: points are orthonormal frames, see :meth:`to_frame`). A declared capability
       without its hook, or a hook without its declaration, is a ``TypeError`` when the class is
       defined; calling a method the manifold does not declare raises ``NotImplementedError``.
+
+    Hooks receive arrays in the manifold's own layout: for ``Stiefel(n, p, rows=True)`` the
+    public methods take ``(..., p, n)`` arrays and transpose them into the hooks' ``(..., n, p)``
+    and back (``_transposed``), so a manifold writes its formulas once, for columns.
 
     Examples:
       A circle in the plane, in one short class:
@@ -136,6 +141,11 @@ class AbstractManifold(abc.ABC):
     def _error_formula(self) -> str:
         """What :meth:`manifold_error` measures, in terms of ``x`` (e.g. ``"‖xᵀx − I‖_F"``)."""
 
+    @property
+    def _transposed(self) -> bool:
+        """Whether the public layout is the transpose of the hooks' (orthonormal rows)."""
+        return False
+
     # ------------------------------------------------------------------------------------------
     # Public methods: check once, then call a hook
 
@@ -148,12 +158,12 @@ class AbstractManifold(abc.ABC):
           TypeError: ``dtype`` is not float32 or float64.
         """
         dtype = check_real_dtype(f"{self!r}.random_point", dtype)
-        return self._random_point(key, dtype)
+        return self._orient(self._random_point(key, dtype))
 
     def random_tangent(self, key: jax.Array, x: jax.Array) -> jax.Array:
         """A random tangent vector at ``x`` (by default a projected Gaussian), shaped like ``x``."""
         (x,) = self._inputs("random_tangent", x)
-        return self._random_tangent(key, x)
+        return self._orient(self._random_tangent(key, x))
 
     def check_point(self, x: jax.Array, *, argname: str = "x", fname: str | None = None) -> None:
         """Check that ``x`` is a float32/float64 array of shape ``(..., *shape)``, at trace time.
@@ -198,7 +208,7 @@ class AbstractManifold(abc.ABC):
                             "another transformation). Verify points before tracing.")
         if atol is None:
             atol = math.sqrt(float(np.finfo(x.dtype).eps) * math.prod(self.shape))
-        errors = np.asarray(self._manifold_error(x))
+        errors = np.asarray(self._manifold_error(self._orient(x)))
         if errors.size == 0:
             return True, "no points"
         worst = np.unravel_index(np.argmax(errors), errors.shape)  # argmax finds a nan first
@@ -215,12 +225,12 @@ class AbstractManifold(abc.ABC):
         Idempotent, and the identity on tangent vectors.
         """
         x, v = self._inputs("project", x, v=v)
-        return self._project(x, v)
+        return self._orient(self._project(x, v))
 
     def project_point(self, x: jax.Array) -> jax.Array:
         """The point of the manifold nearest to ``x`` (used to stabilise long runs)."""
         (x,) = self._inputs("project_point", x)
-        return self._project_point(x)
+        return self._orient(self._project_point(x))
 
     def egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
         """The Riemannian gradient of ``g``: the tangent ``r`` with ``inner(x, r, ξ) = <g, ξ>``.
@@ -229,7 +239,7 @@ class AbstractManifold(abc.ABC):
         Euclidean metric this is :meth:`project`; for other metrics it is not a projection.
         """
         x, g = self._inputs("egrad_to_rgrad", x, g=g)
-        return self._egrad_to_rgrad(x, g)
+        return self._orient(self._egrad_to_rgrad(x, g))
 
     def inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         """The metric at ``x`` of two tangent vectors; shape: the batch axes of ``x``."""
@@ -244,19 +254,19 @@ class AbstractManifold(abc.ABC):
     def retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         """The retraction ``R_x(v)``: a point of the manifold, ``R_x(tv) = x + tv + O(t²)``."""
         x, v = self._inputs("retract", x, v=v)
-        return self._retract(x, v)
+        return self._orient(self._retract(x, v))
 
     def transport(self, x: jax.Array, y: jax.Array, v: jax.Array) -> jax.Array:
         """Vector transport of the tangent ``v`` at ``x`` into the tangent space at ``y``."""
         x, y, v = self._inputs("transport", x, y=y, v=v)
-        return self._transport(x, y, v)
+        return self._orient(self._transport(x, y, v))
 
     def retract_transport(self, x: jax.Array, v: jax.Array, u: jax.Array
                           ) -> tuple[jax.Array, jax.Array]:
         """``(y, transport(x, y, u))`` with ``y = retract(x, v)``, sharing work where it can."""
         x, v, u = self._inputs("retract_transport", x, v=v, u=u)
         y, w = self._retract_transport(x, v, u)
-        return y, w
+        return self._orient(y), self._orient(w)
 
     def manifold_error(self, x: jax.Array) -> jax.Array:
         """Distance of ``x`` from the constraint (for logging); shape: the batch axes of ``x``."""
@@ -271,7 +281,7 @@ class AbstractManifold(abc.ABC):
         """
         self._require("exp")
         x, v = self._inputs("exp", x, v=v)
-        return self._exp(x, v)
+        return self._orient(self._exp(x, v))
 
     def log(self, x: jax.Array, y: jax.Array) -> jax.Array:
         """The logarithm: the tangent ``v`` at ``x`` with ``exp(x, v) = y`` of least norm.
@@ -281,7 +291,7 @@ class AbstractManifold(abc.ABC):
         """
         self._require("log")
         x, y = self._inputs("log", x, y=y)
-        return self._log(x, y)
+        return self._orient(self._log(x, y))
 
     def dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
         """The geodesic distance; shape: the batch axes of ``x``.
@@ -300,7 +310,8 @@ class AbstractManifold(abc.ABC):
         """A point (or tangent vector) as an orthonormal frame ``Y ∈ St(N, p)``, ``(..., N, p)``.
 
         Brantner's global tangent space (``optim.manifold_adam``) works on such frames: a sphere
-        point is an N×1 frame. With :attr:`horizontal`, tangent vectors satisfy ``YᵀΔ = 0``.
+        point is an N×1 frame, an orthonormal-rows matrix the transpose of one. With
+        :attr:`horizontal`, tangent vectors satisfy ``YᵀΔ = 0``.
 
         Raises:
           NotImplementedError: the manifold does not declare ``"frame"`` in :attr:`capabilities`.
@@ -318,14 +329,15 @@ class AbstractManifold(abc.ABC):
         self._require("frame", "from_frame")
         fname = f"{self!r}.from_frame"
         check_array(fname, "y", y, dtypes=REAL_DTYPES)
-        frame = tuple(jax.eval_shape(lambda: self._to_frame(jnp.zeros(self.shape, y.dtype))).shape)
+        point = self._orient_shape(self.shape)
+        frame = tuple(jax.eval_shape(lambda: self._to_frame(jnp.zeros(point, y.dtype))).shape)
         if y.ndim < 2 or tuple(y.shape[-2:]) != frame:
             raise ValueError(f"{fname}: `y` must have shape (..., {frame[0]}, {frame[1]}); "
                              f"got {tuple(y.shape)}.")
-        return self._from_frame(y)
+        return self._orient(self._from_frame(y))
 
     # ------------------------------------------------------------------------------------------
-    # Hooks. Arrays are checked, with leading batch axes.
+    # Hooks. Arrays are checked, in the hooks' layout, with leading batch axes.
 
     @abc.abstractmethod
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array: ...
@@ -392,7 +404,8 @@ class AbstractManifold(abc.ABC):
             raise ValueError(f"{fname}: `{argname}` must have shape {expected}; got {tuple(x.shape)}.")
 
     def _inputs(self, method: str, x: jax.Array, **like_x: jax.Array) -> tuple[jax.Array, ...]:
-        """Check the point ``x`` and the arrays ``like_x``, which must have ``x``'s shape."""
+        """Check the point ``x`` and the arrays ``like_x`` (which must have ``x``'s shape), and
+        return them all in the hooks' layout."""
         fname = f"{self!r}.{method}"
         self._check_shape(fname, "x", x)
         for argname, v in like_x.items():
@@ -400,4 +413,11 @@ class AbstractManifold(abc.ABC):
             if v.shape != x.shape:
                 raise ValueError(f"{fname}: `{argname}` must have the shape of `x`, "
                                  f"{tuple(x.shape)}; got {tuple(v.shape)}.")
-        return (x, *like_x.values())
+        return tuple(self._orient(a) for a in (x, *like_x.values()))
+
+    def _orient(self, a: jax.Array) -> jax.Array:
+        """Between the public layout and the hooks' (a transpose, its own inverse, or nothing)."""
+        return a.mT if self._transposed else a
+
+    def _orient_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (*shape[:-2], shape[-1], shape[-2]) if self._transposed else shape

@@ -45,12 +45,16 @@ class Grassmann(AbstractManifold):
     Both need every principal angle below π/2 (``YᵀZ`` invertible): beyond it lies the cut
     locus, where the logarithm is not unique.
 
+    With ``rows=True`` the points are ``(p, n)`` arrays whose orthonormal rows span the subspace
+    (the transpose of the column representation, as for :class:`Stiefel`).
+
     Args:
       n: ambient dimension, ``n ≥ p``.
       p: subspace dimension, ``p ≥ 1``.
+      rows: keyword only; points are ``(p, n)`` with orthonormal rows.
 
     Raises:
-      TypeError: ``n`` or ``p`` is not an int.
+      TypeError: ``n`` or ``p`` is not an int, ``rows`` not a bool.
       ValueError: ``p < 1`` or ``p > n``.
 
     References:
@@ -74,20 +78,28 @@ class Grassmann(AbstractManifold):
 
     n: int
     p: int
+    rows: bool = dataclasses.field(default=False, kw_only=True)
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "log", "dist", "frame"})
     horizontal: ClassVar[bool] = True
     self_correcting: ClassVar[bool] = True
-    _error_formula: ClassVar[str] = "‖xᵀx − I‖_F"
 
     def __post_init__(self) -> None:
-        n, p = check_frame_fields("Grassmann", self.n, self.p)
+        n, p = check_frame_fields("Grassmann", self.n, self.p, self.rows)
         object.__setattr__(self, "n", n)
         object.__setattr__(self, "p", p)
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.n, self.p)
+        return (self.p, self.n) if self.rows else (self.n, self.p)
+
+    @property
+    def _error_formula(self) -> str:
+        return "‖xxᵀ − I‖_F" if self.rows else "‖xᵀx − I‖_F"
+
+    @property
+    def _transposed(self) -> bool:
+        return self.rows
 
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         return haar_frame(key, self.n, self.p, dtype)

@@ -31,7 +31,7 @@ _RETRACTIONS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
 
 @dataclasses.dataclass(frozen=True)
 class Stiefel(AbstractManifold):
-    r"""The Stiefel manifold of n×p matrices with orthonormal columns.
+    r"""The Stiefel manifold of n×p matrices with orthonormal columns (or, with ``rows``, p×n rows).
 
     .. math::
         \mathrm{St}(n, p) = \{Y \in \mathbb{R}^{n\times p} : Y^TY = I_p\}, \qquad
@@ -69,14 +69,25 @@ class Stiefel(AbstractManifold):
 
     ``A = YᵀΔ``, ``S = ΔᵀΔ``. The logarithm has no closed form, so there is no ``log`` or ``dist``.
 
+    Orthonormal rows. Layers that store a weight as ``(out, in)`` (``equinox.nn.Linear``, PyTorch)
+    want ``W Wᵀ = I``: ``Stiefel(n, p, rows=True)`` has points of shape ``(p, n)``,
+
+    .. math::
+        \{W \in \mathbb{R}^{p\times n} : W W^T = I_p\} = \{Y^T : Y \in \mathrm{St}(n, p)\},
+
+    and every method is the column method applied to ``Wᵀ`` and transposed back (``Pᵂ(V) =
+    P_{Wᵀ}(Vᵀ)ᵀ``, ``inner_W(U, V) = inner_{Wᵀ}(Uᵀ, Vᵀ)``, ...); transposition is an isometry, so
+    Riemannian gradients, retractions and the optimizers carry over unchanged.
+
     Args:
-      n: rows, ``n ≥ p``.
-      p: columns, ``p ≥ 1``.
+      n: rows (with ``rows=True``: columns), ``n ≥ p``.
+      p: columns (with ``rows=True``: rows), ``p ≥ 1``.
       metric: ``"euclidean"`` or ``"canonical"``.
       retraction: ``"qr"``, ``"polar"``, ``"cayley"`` or ``"exp"``.
+      rows: keyword only; points are ``(p, n)`` with orthonormal rows.
 
     Raises:
-      TypeError: ``n`` or ``p`` is not an int.
+      TypeError: ``n`` or ``p`` is not an int, ``rows`` not a bool.
       ValueError: ``p < 1``, ``p > n``, or an unknown ``metric`` or ``retraction``.
 
     References:
@@ -93,18 +104,21 @@ class Stiefel(AbstractManifold):
       >>> v = st.random_tangent(jax.random.PRNGKey(1), y)
       >>> bool(st.manifold_error(st.retract(y, 0.1 * v)) < 1e-5)
       True
+      >>> w = geometric.Stiefel(8, 4, rows=True).random_point(jax.random.PRNGKey(2))
+      >>> w.shape, bool(jnp.abs(w @ w.T - jnp.eye(4)).max() < 1e-5)
+      ((4, 8), True)
     """
 
     n: int
     p: int
     metric: str = "euclidean"
     retraction: str = "qr"
+    rows: bool = dataclasses.field(default=False, kw_only=True)
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "frame"})
-    _error_formula: ClassVar[str] = "‖xᵀx − I‖_F"
 
     def __post_init__(self) -> None:
-        n, p = check_frame_fields("Stiefel", self.n, self.p)
+        n, p = check_frame_fields("Stiefel", self.n, self.p, self.rows)
         object.__setattr__(self, "n", n)
         object.__setattr__(self, "p", p)
         check_choice_field("Stiefel", "metric", self.metric, METRICS)
@@ -112,11 +126,19 @@ class Stiefel(AbstractManifold):
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.n, self.p)
+        return (self.p, self.n) if self.rows else (self.n, self.p)
 
     @property
     def self_correcting(self) -> bool:
         return self.retraction in ("qr", "polar")
+
+    @property
+    def _error_formula(self) -> str:
+        return "‖xxᵀ − I‖_F" if self.rows else "‖xᵀx − I‖_F"
+
+    @property
+    def _transposed(self) -> bool:
+        return self.rows
 
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         return haar_frame(key, self.n, self.p, dtype)
