@@ -60,6 +60,6 @@ def check_frame_fields(owner: str, n: object, p: object, rows: object) -> tuple[
         shape = (p, n) if rows else (n, p)
         kind = "columns" if rows else "rows"
         other = f"{owner}({p}, {n}{'' if rows else ', rows=True'})"
-        raise ValueError(f"{owner}: `p` must satisfy p ≤ n = {n}; got p = {p}. A {shape} array with "
-                         f"orthonormal {kind} is {other}.")
+        raise ValueError(f"{owner}: `p` must satisfy p ≤ n = {n}; got p = {p}. A {shape} array "
+                         f"with orthonormal {kind} is {other}.")
     return n, p

@@ -135,7 +135,8 @@ def phi(x: jax.Array) -> jax.Array:
 
 
 def _phi_taylor(z: jax.Array, degree: int, block: int = 4) -> jax.Array:
-    """``Σ_{k≤degree} Z^k/(k+1)!`` by Paterson–Stockmeyer: powers up to ``Z^block``, Horner in it."""
+    """``Σ_{k≤degree} Z^k/(k+1)!`` by Paterson–Stockmeyer: powers up to ``Z^block``, Horner in
+    it."""
     coeffs = [1 / math.factorial(k + 1) for k in range(degree + 1)]
     powers = [eye_like(z), z]
     while len(powers) <= block:

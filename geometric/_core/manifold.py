@@ -111,7 +111,8 @@ class AbstractManifold(abc.ABC):
         for capability, hook in (("exp", "_exp"), ("log", "_log"), ("dist", "_dist")):
             declared = capability in cls.capabilities
             overridden = getattr(cls, hook) is not getattr(AbstractManifold, hook)
-            if declared and not (overridden or (capability == "dist" and "log" in cls.capabilities)):
+            from_log = capability == "dist" and "log" in cls.capabilities  # the default _dist
+            if declared and not (overridden or from_log):
                 raise TypeError(f"{cls.__name__} declares {capability!r} in `capabilities` but "
                                 f"implements no `{hook}`.")
             if overridden and not declared:
@@ -401,7 +402,8 @@ class AbstractManifold(abc.ABC):
         k = len(self.shape)
         if x.ndim < k or tuple(x.shape[x.ndim - k:]) != self.shape:
             expected = "(..., " + ", ".join(map(str, self.shape)) + ")"
-            raise ValueError(f"{fname}: `{argname}` must have shape {expected}; got {tuple(x.shape)}.")
+            raise ValueError(f"{fname}: `{argname}` must have shape {expected}; "
+                             f"got {tuple(x.shape)}.")
 
     def _inputs(self, method: str, x: jax.Array, **like_x: jax.Array) -> tuple[jax.Array, ...]:
         """Check the point ``x`` and the arrays ``like_x`` (which must have ``x``'s shape), and

@@ -6,21 +6,24 @@ Euclidean parameters. Manifolds are frozen dataclasses, not registered pytree no
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import jax
 from jax.tree_util import PyTreeDef
 
 from .manifold import AbstractManifold
 
-__all__ = ["flatten_manifolds", "is_manifold_leaf"]
+__all__ = ["ManifoldsTree", "flatten_manifolds", "is_manifold_leaf"]
+
+ManifoldsTree: TypeAlias = Any
+"""A pytree whose leaves are manifolds or None, mirroring ``params`` or a prefix of it."""
 
 
 def is_manifold_leaf(m: object) -> bool:
     return m is None or isinstance(m, AbstractManifold)
 
 
-def flatten_manifolds(fname: str, manifolds: Any, **trees: Any
+def flatten_manifolds(fname: str, manifolds: ManifoldsTree, **trees: Any
                       ) -> tuple[PyTreeDef, list[AbstractManifold | None], dict[str, list[Any]]]:
     """Flatten ``manifolds`` (None counts as a leaf) and each tree up to it.
 
@@ -35,8 +38,8 @@ def flatten_manifolds(fname: str, manifolds: Any, **trees: Any
     flat = {}
     for name, tree in trees.items():
         try:
-            flat[name] = treedef.flatten_up_to(tree)
+            flat[name] = treedef.flatten_up_to(tree)  # type: ignore[attr-defined]  # no jaxlib stub
         except (ValueError, TypeError) as e:
-            raise ValueError(f"{fname}: `manifolds` must have the structure of `{name}` (or a prefix "
-                             f"of it), with a manifold or None per leaf; {e}") from None
+            raise ValueError(f"{fname}: `manifolds` must have the structure of `{name}` (or a "
+                             f"prefix of it), with a manifold or None per leaf; {e}") from None
     return treedef, leaves, flat
