@@ -29,8 +29,8 @@ from jax.typing import DTypeLike
 
 from rules.internal import eye_like, mm
 
-__all__ = ["arctan_sv", "frobenius_inner", "gram_error", "haar_frame", "phi", "polar_factor",
-           "qr_factor", "rotate", "safe_sqrt", "skew", "sym", "sym_function"]
+__all__ = ["arctan_sv", "expm", "frobenius_inner", "gram_error", "haar_frame", "phi",
+           "polar_factor", "qr_factor", "rotate", "safe_sqrt", "skew", "sym", "sym_function"]
 
 
 def sym(a: jax.Array) -> jax.Array:
@@ -132,6 +132,16 @@ def phi(x: jax.Array) -> jax.Array:
 
     (f, _), _ = lax.scan(body, (f, z), jnp.arange(_MAX_SQUARINGS))
     return f
+
+
+def expm(x: jax.Array) -> jax.Array:
+    """The matrix exponential ``I + Xφ(X)`` of ``(..., m, m)`` matrices (:func:`phi`).
+
+    As accurate as ``jax.scipy.linalg.expm`` (to 1e-14 relative up to ``‖X‖ = 40`` in the tests)
+    and cheaper to compile: one Taylor polynomial and a scan, instead of Padé approximants of
+    several degrees selected by ``lax.cond``.
+    """
+    return eye_like(x) + mm(x, phi(x))
 
 
 def _phi_taylor(z: jax.Array, degree: int, block: int = 4) -> jax.Array:

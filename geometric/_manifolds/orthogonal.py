@@ -6,12 +6,12 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import expm
 
 from rules.internal import eye_like, mm
 
 from .._core.checks import check_int_field
-from .._core.kernels import arctan_sv, gram_error, haar_frame, polar_factor, qr_factor, skew, sym
+from .._core.kernels import (arctan_sv, expm, gram_error, haar_frame, polar_factor, qr_factor,
+                             skew, sym)
 from .._core.manifold import AbstractManifold
 
 __all__ = ["Orthogonal"]

@@ -7,13 +7,12 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import expm
 
 from rules.internal import eye_like, mm
 
 from .._core.checks import check_choice_field, check_frame_fields
-from .._core.kernels import (frobenius_inner, gram_error, haar_frame, polar_factor, qr_factor,
-                             rotate, sym)
+from .._core.kernels import (expm, frobenius_inner, gram_error, haar_frame, polar_factor,
+                             qr_factor, rotate, sym)
 from .._core.manifold import AbstractManifold
 
 __all__ = ["Stiefel"]
