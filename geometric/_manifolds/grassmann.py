@@ -10,14 +10,14 @@ import jax.numpy as jnp
 from rules.internal import mm
 
 from .._core.checks import check_frame_fields
-from .._core.kernels import arctan_sv, gram_error, haar_frame, polar_factor, qr_factor, rotate
-from .._core.manifold import AbstractManifold
+from .._core.kernels import arctan_sv, qr_factor, rotate
+from .._core.frames import AbstractFrameManifold
 
 __all__ = ["Grassmann"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Grassmann(AbstractManifold):
+class Grassmann(AbstractFrameManifold):
     r"""The Grassmann manifold, a subspace represented by an orthonormal basis ``Y`` (n×p).
 
     .. math::
@@ -87,31 +87,18 @@ class Grassmann(AbstractManifold):
         object.__setattr__(self, "p", p)
 
     @property
-    def shape(self) -> tuple[int, int]:
-        return (self.p, self.n) if self.rows else (self.n, self.p)
-
-    @property
-    def _error_formula(self) -> str:
-        return "‖xxᵀ − I‖_F" if self.rows else "‖xᵀx − I‖_F"
+    def _frame_size(self) -> tuple[int, int]:
+        return (self.n, self.p)
 
     @property
     def _transposed(self) -> bool:
         return self.rows
 
-    def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
-        return haar_frame(key, self.n, self.p, dtype)
-
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return v - mm(x, mm(x.mT, v))
 
-    def _project_point(self, x: jax.Array) -> jax.Array:
-        return polar_factor(x)
-
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return qr_factor(x + v)
-
-    def _manifold_error(self, x: jax.Array) -> jax.Array:
-        return gram_error(x)
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
         # For horizontal Δ, (I - ½YYᵀ)Δ = Δ: Ω(Y, Δ) is ΔYᵀ - YΔᵀ.

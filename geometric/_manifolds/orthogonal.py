@@ -10,15 +10,14 @@ import jax.numpy as jnp
 from rules.internal import eye_like, mm
 
 from .._core.checks import check_int_field
-from .._core.kernels import (arctan_sv, expm, gram_error, haar_frame, polar_factor, qr_factor,
-                             skew, sym)
-from .._core.manifold import AbstractManifold
+from .._core.kernels import arctan_sv, expm, qr_factor, skew, sym
+from .._core.frames import AbstractFrameManifold
 
 __all__ = ["Orthogonal"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Orthogonal(AbstractManifold):
+class Orthogonal(AbstractFrameManifold):
     r"""The orthogonal group of n×n matrices ``X`` with ``XᵀX = I`` (both components, det ±1).
 
     .. math::
@@ -68,30 +67,20 @@ class Orthogonal(AbstractManifold):
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "log", "dist", "frame"})
     self_correcting: ClassVar[bool] = True
-    _error_formula: ClassVar[str] = "‖xᵀx − I‖_F"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n", check_int_field("Orthogonal", "n", self.n))
 
     @property
-    def shape(self) -> tuple[int, int]:
+    def _frame_size(self) -> tuple[int, int]:
         return (self.n, self.n)
-
-    def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
-        return haar_frame(key, self.n, self.n, dtype)
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         # V - X sym(XᵀV) as on St(n, n); for square X it equals X skew(XᵀV).
         return v - mm(x, sym(mm(x.mT, v)))
 
-    def _project_point(self, x: jax.Array) -> jax.Array:
-        return polar_factor(x)
-
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return qr_factor(x + v)
-
-    def _manifold_error(self, x: jax.Array) -> jax.Array:
-        return gram_error(x)
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return mm(x, expm(skew(mm(x.mT, v))))

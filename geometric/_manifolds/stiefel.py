@@ -11,9 +11,8 @@ import jax.numpy as jnp
 from rules.internal import eye_like, mm
 
 from .._core.checks import check_choice_field, check_frame_fields
-from .._core.kernels import (expm, frobenius_inner, gram_error, haar_frame, polar_factor,
-                             qr_factor, rotate, sym)
-from .._core.manifold import AbstractManifold
+from .._core.kernels import expm, frobenius_inner, polar_factor, qr_factor, rotate, sym
+from .._core.frames import AbstractFrameManifold
 
 __all__ = ["Stiefel"]
 
@@ -29,7 +28,7 @@ _RETRACTIONS: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class Stiefel(AbstractManifold):
+class Stiefel(AbstractFrameManifold):
     r"""The Stiefel manifold of n×p matrices with orthonormal columns (or, with ``rows``, p×n rows).
 
     .. math::
@@ -124,29 +123,19 @@ class Stiefel(AbstractManifold):
         check_choice_field("Stiefel", "retraction", self.retraction, RETRACTIONS)
 
     @property
-    def shape(self) -> tuple[int, int]:
-        return (self.p, self.n) if self.rows else (self.n, self.p)
+    def _frame_size(self) -> tuple[int, int]:
+        return (self.n, self.p)
 
     @property
     def self_correcting(self) -> bool:
         return self.retraction in ("qr", "polar")
 
     @property
-    def _error_formula(self) -> str:
-        return "‖xxᵀ − I‖_F" if self.rows else "‖xᵀx − I‖_F"
-
-    @property
     def _transposed(self) -> bool:
         return self.rows
 
-    def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
-        return haar_frame(key, self.n, self.p, dtype)
-
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return v - mm(x, sym(mm(x.mT, v)))
-
-    def _project_point(self, x: jax.Array) -> jax.Array:
-        return polar_factor(x)
 
     def _egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
         if self.metric == "canonical":
@@ -161,9 +150,6 @@ class Stiefel(AbstractManifold):
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return _RETRACTIONS[self.retraction](x, v)
-
-    def _manifold_error(self, x: jax.Array) -> jax.Array:
-        return gram_error(x)
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "canonical":
