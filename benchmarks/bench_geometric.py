@@ -10,7 +10,7 @@ import optax
 
 import geometric
 from geometric import optim
-from geometric._stiefel import rotate
+from geometric._core.kernels import rotate
 
 from ._harness import Table, fmt_time, median_time
 

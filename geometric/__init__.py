@@ -5,12 +5,12 @@ hashable frozen dataclasses; a ``manifolds`` pytree mirrors ``params`` with a ma
 (Euclidean) per leaf. Optimizers live in :mod:`geometric.optim`.
 """
 from . import optim as optim
-from ._base import AbstractManifold as AbstractManifold
+from ._core.manifold import AbstractManifold as AbstractManifold
 from ._gradient import riemannian_gradient as riemannian_gradient
-from ._grassmann import Grassmann as Grassmann
-from ._orthogonal import Orthogonal as Orthogonal
-from ._sphere import Sphere as Sphere
-from ._stiefel import Stiefel as Stiefel
+from ._manifolds.grassmann import Grassmann as Grassmann
+from ._manifolds.orthogonal import Orthogonal as Orthogonal
+from ._manifolds.sphere import Sphere as Sphere
+from ._manifolds.stiefel import Stiefel as Stiefel
 
 __all__ = ["AbstractManifold", "Grassmann", "Orthogonal", "Sphere", "Stiefel", "optim",
            "riemannian_gradient"]

@@ -24,6 +24,11 @@ stores ``λ`` as an N×N matrix. Here ``λ`` is never formed:
   the mean square over its N−p rows: for the same gradients this is the expectation of
   Brantner's ``B ⊙ B`` over a Haar-random ``Y⊥``, it does not depend on the choice of
   complement basis, and it needs ``(I - YYᵀ)Δ = Y⊥B`` only.
+
+A manifold takes part when its points are orthonormal frames, the capability ``"frame"`` of
+:class:`~geometric.AbstractManifold`: ``to_frame`` gives the N×p matrix ``Y`` (a sphere point is an
+N×1 frame, orthonormal rows the transpose of one) and ``from_frame`` takes it back; ``horizontal``
+says the tangent vectors have no ``A`` block (Grassmann), and ``N = p`` leaves no ``B`` (O(N)).
 """
 from __future__ import annotations
 
@@ -32,49 +37,40 @@ import jax.numpy as jnp
 
 from rules.internal import mm
 
-
-def T(x):  # noqa: N802 (replaced by the geometric rework)
-    return x.mT
-
-from ._grassmann import Grassmann
-from ._orthogonal import Orthogonal
-from ._sphere import Sphere
-from ._stiefel import Stiefel, rotate, skew
-
-SUPPORTED = (Stiefel, Grassmann, Sphere, Orthogonal)
+from ._core.kernels import rotate, skew
+from ._core.manifold import AbstractManifold
 
 
-def frame(m, x: jax.Array) -> jax.Array:
-    """The point or tangent vector as an N×p matrix (a sphere point is an N×1 frame)."""
-    return x[..., None] if isinstance(m, Sphere) else x
+def supports(m: AbstractManifold) -> bool:
+    """Whether the manifold's points are orthonormal frames (the capability ``"frame"``)."""
+    return "frame" in m.capabilities
 
 
-def unframe(m, y: jax.Array) -> jax.Array:
-    return y[..., 0] if isinstance(m, Sphere) else y
-
-
-def init_moments(m, x: jax.Array):
+def init_moments(m: AbstractManifold, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Zero ``(mu, nu_a, nu_b)``: shapes ``x.shape``, ``(..., p, p)``, ``(..., p)``."""
-    y = frame(m, x)
+    y = m.to_frame(x)
     batch, p = y.shape[:-2], y.shape[-1]
     return (jnp.zeros_like(x), jnp.zeros((*batch, p, p), x.dtype), jnp.zeros((*batch, p), x.dtype))
 
 
-def step(m, x, g, mu, nu_a, nu_b, *, learning_rate, b1, b2, eps, count, retraction):
+def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: jax.Array,
+         nu_b: jax.Array, *, learning_rate: jax.Array, b1: jax.Array, b2: jax.Array,
+         eps: jax.Array, count: jax.Array, retraction: str
+         ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """One step of ``manifold_adam`` on one leaf; returns ``(x_new, mu, nu_a, nu_b)``.
 
     ``count`` is the 1-based step number (bias correction).
     """
-    y, delta = frame(m, x), frame(m, m.egrad_to_rgrad(x, g))
+    y, delta = m.to_frame(x), m.to_frame(m.egrad_to_rgrad(x, g))
     n, p = y.shape[-2:]
     a, b = _split(y, delta)
-    # The blocks of g^hor that exist: Grassmann's horizontal space has no A, O(n) has no B. Their
-    # rounding noise would otherwise be amplified by Adam's normalisation into a real step.
-    if isinstance(m, Grassmann):
+    # The blocks of g^hor that exist: a horizontal space (Grassmann) has no A, O(n) has no B.
+    # Their rounding noise would otherwise be amplified by Adam's normalisation into a real step.
+    if m.horizontal:
         a = jnp.zeros_like(a)
     if n == p:
         b = jnp.zeros_like(b)
-    mu = b1 * frame(m, mu) + (1 - b1) * (mm(y, a) + b)
+    mu = b1 * m.to_frame(mu) + (1 - b1) * (mm(y, a) + b)
     nu_a = b2 * nu_a + (1 - b2) * a * a
     nu_b = b2 * nu_b + (1 - b2) * jnp.sum(b * b, axis=-2) / max(n - p, 1)
     mu_a, mu_b = _split(y, mu)
@@ -83,10 +79,10 @@ def step(m, x, g, mu, nu_a, nu_b, *, learning_rate, b1, b2, eps, count, retracti
     w_b = (mu_b / c1) / (jnp.sqrt(nu_b / c2) + eps)[..., None, :]
     w = -learning_rate * (mm(y, w_a) + w_b)
     rotated = rotate(y, w, retraction, z=mu)
-    return unframe(m, rotated[..., :p]), unframe(m, rotated[..., p:]), nu_a, nu_b
+    return m.from_frame(rotated[..., :p]), m.from_frame(rotated[..., p:]), nu_a, nu_b
 
 
-def _split(y, v):
+def _split(y: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(A, Y⊥B) = (skew(Yᵀv), (I - YYᵀ)v)``."""
-    yt_v = mm(T(y), v)
+    yt_v = mm(y.mT, v)
     return skew(yt_v), v - mm(y, yt_v)

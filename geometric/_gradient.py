@@ -1,12 +1,14 @@
 """Riemannian gradients of a whole parameter pytree."""
 from __future__ import annotations
 
-from ._base import flatten_manifolds
+from typing import Any
+
+from ._core.tree import ManifoldsTree, flatten_manifolds
 
 __all__ = ["riemannian_gradient"]
 
 
-def riemannian_gradient(params, grads, manifolds):
+def riemannian_gradient(params: Any, grads: Any, manifolds: ManifoldsTree) -> Any:
     """Riemannian gradients of the manifold leaves of ``params``; other leaves pass through.
 
     Each leaf ``x`` with manifold ``m`` gets ``m.egrad_to_rgrad(x, g)``: the tangent vector ``r`` at

@@ -17,15 +17,17 @@ re-projects manifold leaves (``project_point``, the polar factor) every ``k`` up
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 from jax import lax
+from jax.typing import ArrayLike
 
 from . import _global_tangent
-from ._base import flatten_manifolds, is_manifold_leaf
+from ._core.manifold import AbstractManifold
+from ._core.tree import ManifoldsTree, flatten_manifolds, is_manifold_leaf
 from ._gradient import riemannian_gradient
 
 __all__ = ["riemannian", "riemannian_sgd", "riemannian_adam", "manifold_adam", "RiemannianState",
@@ -38,7 +40,7 @@ DEFAULT_STABILIZE_EVERY = 100
 # Shared plumbing
 
 
-def _check_stabilize_every(fname, stabilize_every):
+def _check_stabilize_every(fname: str, stabilize_every: int | None) -> None:
     if stabilize_every is None:
         return
     if isinstance(stabilize_every, bool) or not isinstance(stabilize_every, int):
@@ -48,13 +50,14 @@ def _check_stabilize_every(fname, stabilize_every):
         raise ValueError(f"{fname}: `stabilize_every` must be ≥ 1; got {stabilize_every}.")
 
 
-def _check_params(fname, params):
+def _check_params(fname: str, params: optax.Params | None) -> None:
     if params is None:
         raise ValueError(f"{fname}: `update` needs `params` (the current point, to retract from): "
                          "call `update(grads, state, params)`.")
 
 
-def _stabilize(m, y, count, stabilize_every):
+def _stabilize(m: AbstractManifold, y: jax.Array, count: jax.Array,
+               stabilize_every: int | None) -> jax.Array:
     """Re-project ``y`` onto ``m`` when the ``count``-th update (1-based) is due."""
     every = stabilize_every
     if every is None:
@@ -64,24 +67,26 @@ def _stabilize(m, y, count, stabilize_every):
     return lax.cond(count % every == 0, m.project_point, lambda y: y, y)
 
 
-def _check_points(fname, manifolds, params):
+def _check_points(fname: str, manifolds: ManifoldsTree, params: optax.Params) -> None:
     _, leaves, flat = flatten_manifolds(fname, manifolds, params=params)
     for m, x in zip(leaves, flat["params"]):
         if m is not None:
-            m._check_point("init", x, "params")
+            m.check_point(x, argname="params", fname=f"{m!r}.init")
 
 
-def _value(hyperparameter, count):
+def _value(hyperparameter: optax.ScalarOrSchedule, count: jax.Array) -> ArrayLike:
     """A hyperparameter or schedule at step ``count``."""
     return hyperparameter(count) if callable(hyperparameter) else hyperparameter
 
 
-def _cast(x, *values):
+def _cast(x: jax.Array, *values: ArrayLike) -> tuple[jax.Array, ...]:
     """Hyperparameters in ``x``'s dtype, so float64 schedules cannot promote float32 parameters."""
     return tuple(jnp.asarray(v, x.dtype) for v in values)
 
 
-def _with_euclidean(fname, euclidean, riemannian_part, manifolds):
+def _with_euclidean(fname: str, euclidean: optax.GradientTransformation,
+                    riemannian_part: optax.GradientTransformation, manifolds: ManifoldsTree
+                    ) -> optax.GradientTransformationExtraArgs:
     """Euclidean leaves to the optax transform ``euclidean``, manifold leaves to ``riemannian_part``.
 
     ``optax.partition`` runs ``euclidean`` on the Euclidean leaves alone, so they are bit-identical
@@ -91,11 +96,12 @@ def _with_euclidean(fname, euclidean, riemannian_part, manifolds):
                           is_leaf=is_manifold_leaf)
     tx = optax.partition({"euclidean": euclidean, "manifold": riemannian_part}, labels)
 
-    def init_fn(params):
+    def init_fn(params: optax.Params) -> optax.OptState:
         _check_points(fname, manifolds, params)  # clear errors before optax's
         return tx.init(params)
 
-    def update_fn(updates, state, params=None, **extra_args):
+    def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
+                  **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         _check_params(fname, params)
         flatten_manifolds(fname, manifolds, params=params, grads=updates)
         return tx.update(updates, state, params, **extra_args)
@@ -103,7 +109,7 @@ def _with_euclidean(fname, euclidean, riemannian_part, manifolds):
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
-def _zeros_or_masked(fname, manifolds, params):
+def _zeros_or_masked(fname: str, manifolds: ManifoldsTree, params: optax.Params) -> optax.Updates:
     treedef, leaves, flat = flatten_manifolds(fname, manifolds, params=params)
     return treedef.unflatten([optax.MaskedNode() if m is None else jnp.zeros_like(x)
                               for m, x in zip(leaves, flat["params"])])
@@ -113,14 +119,18 @@ def _zeros_or_masked(fname, manifolds, params):
 # Any optax transformation, on manifolds
 
 
+# The states' field `count` shadows tuple.count, hence the type: ignore; the name is optax's and
+# is part of the public state.
+
+
 class RiemannianState(NamedTuple):
     """State of :func:`riemannian`."""
 
-    count: jax.Array  # shape=(), int32: updates applied so far
+    count: jax.Array  # type: ignore[assignment]  # shape=(), int32: updates applied so far
     inner: optax.OptState  # the wrapped transformation's state
 
 
-def riemannian(inner: optax.GradientTransformation, manifolds, *,
+def riemannian(inner: optax.GradientTransformation, manifolds: ManifoldsTree, *,
                stabilize_every: int | None = None) -> optax.GradientTransformationExtraArgs:
     r"""Run any optax transformation on manifold parameters.
 
@@ -174,11 +184,12 @@ def riemannian(inner: optax.GradientTransformation, manifolds, *,
     flatten_manifolds("riemannian", manifolds)
     inner = optax.with_extra_args_support(inner)
 
-    def init_fn(params):
+    def init_fn(params: optax.Params) -> optax.OptState:
         _check_points("riemannian", manifolds, params)
         return RiemannianState(jnp.zeros([], jnp.int32), inner.init(params))
 
-    def update_fn(updates, state, params=None, **extra_args):
+    def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
+                  **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         _check_params("riemannian", params)
         count = state.count + 1
         rgrads = riemannian_gradient(params, updates, manifolds)
@@ -204,12 +215,12 @@ def riemannian(inner: optax.GradientTransformation, manifolds, *,
 class RiemannianSGDState(NamedTuple):
     """State of the manifold leaves in :func:`riemannian_sgd`."""
 
-    count: jax.Array  # shape=(), int32: updates applied so far
+    count: jax.Array  # type: ignore[assignment]  # shape=(), int32: updates applied so far
     momentum: optax.Updates  # like params; manifold leaves: tangent at params; others MaskedNode
 
 
-def riemannian_sgd(learning_rate: optax.ScalarOrSchedule, manifolds, momentum: float = 0.0,
-                   nesterov: bool = False, *,
+def riemannian_sgd(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsTree,
+                   momentum: float = 0.0, nesterov: bool = False, *,
                    stabilize_every: int | None = None) -> optax.GradientTransformationExtraArgs:
     r"""Riemannian (stochastic) gradient descent with heavy-ball or Nesterov momentum.
 
@@ -265,11 +276,12 @@ def riemannian_sgd(learning_rate: optax.ScalarOrSchedule, manifolds, momentum: f
     _check_stabilize_every("riemannian_sgd", stabilize_every)
     flatten_manifolds("riemannian_sgd", manifolds)
 
-    def init_fn(params):
+    def init_fn(params: optax.Params) -> optax.OptState:
         return RiemannianSGDState(jnp.zeros([], jnp.int32),
                                   _zeros_or_masked("riemannian_sgd", manifolds, params))
 
-    def update_fn(updates, state, params=None):
+    def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None
+                  ) -> tuple[optax.Updates, optax.OptState]:
         _check_params("riemannian_sgd", params)
         count = state.count + 1
         treedef, leaves, flat = flatten_manifolds("riemannian_sgd", manifolds, params=params,
@@ -301,13 +313,13 @@ def riemannian_sgd(learning_rate: optax.ScalarOrSchedule, manifolds, momentum: f
 class RiemannianAdamState(NamedTuple):
     """State of the manifold leaves in :func:`riemannian_adam`."""
 
-    count: jax.Array  # shape=(), int32: updates applied so far
+    count: jax.Array  # type: ignore[assignment]  # shape=(), int32: updates applied so far
     mu: optax.Updates  # like params; manifold leaves: first moment, tangent at params
     nu: optax.Updates  # like params; manifold leaves: elementwise second moment (ambient coords)
 
 
-def riemannian_adam(learning_rate: optax.ScalarOrSchedule, manifolds, b1: float = 0.9,
-                    b2: float = 0.999, eps: float = 1e-8, *,
+def riemannian_adam(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsTree,
+                    b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, *,
                     stabilize_every: int | None = None) -> optax.GradientTransformationExtraArgs:
     r"""Riemannian Adam: Adam with its first moment transported along the iterates.
 
@@ -373,11 +385,12 @@ def riemannian_adam(learning_rate: optax.ScalarOrSchedule, manifolds, b1: float 
     _check_stabilize_every("riemannian_adam", stabilize_every)
     flatten_manifolds("riemannian_adam", manifolds)
 
-    def init_fn(params):
+    def init_fn(params: optax.Params) -> optax.OptState:
         zeros = _zeros_or_masked("riemannian_adam", manifolds, params)
         return RiemannianAdamState(jnp.zeros([], jnp.int32), zeros, zeros)
 
-    def update_fn(updates, state, params=None):
+    def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None
+                  ) -> tuple[optax.Updates, optax.OptState]:
         _check_params("riemannian_adam", params)
         count = state.count + 1
         treedef, leaves, flat = flatten_manifolds("riemannian_adam", manifolds, params=params,
@@ -415,7 +428,7 @@ def riemannian_adam(learning_rate: optax.ScalarOrSchedule, manifolds, b1: float 
 class ManifoldAdamState(NamedTuple):
     """State of the manifold leaves in :func:`manifold_adam`."""
 
-    count: jax.Array  # shape=(), int32: updates applied so far
+    count: jax.Array  # type: ignore[assignment]  # shape=(), int32: updates applied so far
     mu: optax.Updates  # like params: first moment λ[A_m; B_m] as an N×p tangent at params
     nu_a: optax.Updates  # (..., p, p) per manifold leaf: second moment of A (elementwise)
     nu_b: optax.Updates  # (..., p) per manifold leaf: second moment of B (mean square per column)
@@ -424,8 +437,9 @@ class ManifoldAdamState(NamedTuple):
 _GLOBAL_RETRACTIONS = ("cayley", "exp")
 
 
-def manifold_adam(learning_rate: optax.ScalarOrSchedule, manifolds, b1: float = 0.9,
-                  b2: float = 0.99, eps: float = 3e-7, retraction: str = "cayley", *,
+def manifold_adam(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsTree,
+                  b1: float = 0.9, b2: float = 0.99, eps: float = 3e-7, retraction: str = "cayley",
+                  *,
                   stabilize_every: int | None = None) -> optax.GradientTransformationExtraArgs:
     r"""Brantner's Adam in the global tangent space, in O(Np²) time per step for St(N, p).
 
@@ -486,7 +500,8 @@ def manifold_adam(learning_rate: optax.ScalarOrSchedule, manifolds, b1: float = 
     Raises:
       ValueError: ``update`` is called without ``params``; unknown ``retraction``;
         ``stabilize_every < 1``.
-      TypeError: a leaf of ``manifolds`` is not None or one of the four manifolds above.
+      TypeError: a leaf of ``manifolds`` is neither None nor a manifold with the capability
+        ``"frame"`` (the four manifolds above).
 
     References:
       B. Brantner, "Generalizing Adam to manifolds for efficiently training transformers" (2023),
@@ -519,19 +534,21 @@ def manifold_adam(learning_rate: optax.ScalarOrSchedule, manifolds, b1: float = 
         raise ValueError(f"{fname}: `retraction` must be 'cayley' or 'exp'; got {retraction!r}.")
     _, leaves, _ = flatten_manifolds(fname, manifolds)
     for m in leaves:
-        if m is not None and not isinstance(m, _global_tangent.SUPPORTED):
-            raise TypeError(f"{fname}: supports Stiefel, Grassmann, Sphere and Orthogonal leaves; "
+        if m is not None and not _global_tangent.supports(m):
+            raise TypeError(f"{fname}: needs manifolds whose points are orthonormal frames (the "
+                            f"capability 'frame': Stiefel, Grassmann, Sphere, Orthogonal); "
                             f"got {m!r}.")
     every = DEFAULT_STABILIZE_EVERY if stabilize_every is None else stabilize_every
 
-    def init_fn(params):
+    def init_fn(params: optax.Params) -> optax.OptState:
         treedef, leaves, flat = flatten_manifolds(fname, manifolds, params=params)
         moments = [(optax.MaskedNode(),) * 3 if m is None else _global_tangent.init_moments(m, x)
                    for m, x in zip(leaves, flat["params"])]
         mu, nu_a, nu_b = (treedef.unflatten(list(t)) for t in zip(*moments))
         return ManifoldAdamState(jnp.zeros([], jnp.int32), mu, nu_a, nu_b)
 
-    def update_fn(updates, state, params=None):
+    def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None
+                  ) -> tuple[optax.Updates, optax.OptState]:
         _check_params(fname, params)
         count = state.count + 1
         treedef, leaves, flat = flatten_manifolds(fname, manifolds, params=params, grads=updates,

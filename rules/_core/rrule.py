@@ -164,10 +164,11 @@ class _UserRule:
     def _pushforward(self, res, *tangents, static):
         diff, _ = res
         # The user's pushforward gets zeros (of the primal's structure) for zero tangents.
-        tangents = [jax.tree.map(jnp.zeros_like, x) if t is None else t
-                    for x, t in zip(diff, tangents)]
+        filled = [jax.tree.map(jnp.zeros_like, x) if t is None else t
+                  for x, t in zip(diff, tangents)]
+        assert self.pushforward is not None  # this path is taken only with one registered
         return self.pushforward(tuple(_interleave(self.nondiff, diff, static)),
-                                tuple(_interleave(self.nondiff, tangents, (None,) * len(static))))[1]
+                                tuple(_interleave(self.nondiff, filled, (None,) * len(static))))[1]
 
     def _pullback(self, res, out_bar, static):
         _, traced = res

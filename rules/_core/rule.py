@@ -174,7 +174,7 @@ class Rule:
                                       tuple(res_dots[i] for i in moving))
             total = by_residuals if total is None else [a + b for a, b in zip(total, by_residuals)]
         if total is None:
-            total = [ad.Zero.from_primal_value(y) for y in out]
+            total = [ad.Zero.from_primal_value(y) for y in out]  # type: ignore[attr-defined]
         return out, total
 
     def _batch(self, args, dims, *, static, trees, batch):
@@ -255,7 +255,7 @@ def _cotangent_leaves(name, tangent_tree, bars):
         raise ValueError(f"{name}: the pullback must return a tuple with one cotangent per "
                          f"argument ({n_args}); got {type(bars).__name__}"
                          f"{f' of length {len(bars)}' if isinstance(bars, (tuple, list)) else ''}.")
-    leaves = []
+    leaves: list[Any] = []
     for child, bar in zip(tangent_tree.children(), bars):
         if child.num_leaves == 0:  # a zero tangent: its operand is absent, its cotangent unused
             continue

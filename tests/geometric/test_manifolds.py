@@ -1,7 +1,17 @@
-"""Laws every manifold obeys (one MANIFOLDS registry, as geoopt's test_manifold_basic), plus the
-Stiefel retractions against their dense formulas."""
+"""Laws every manifold obeys (geoopt's test_manifold_basic), and the template of
+geometric/_core/manifold.py that enforces them.
+
+One ``MANIFOLDS`` registry; a new manifold is one more entry. For each manifold one jitted
+function (:func:`laws`) evaluates every public method on a batch of float64 points and returns
+what the laws compare; each test then checks one law on those numbers. A second compiled call
+evaluates the methods in float32 on one slice of the batch: dtypes are kept, points land on the
+manifold, and the batched results equal the per-slice ones. Optional methods (exp, log, dist,
+frames) are checked where the manifold declares them and must raise ``NotImplementedError``
+where it does not: a missing method never passes silently.
+"""
 import dataclasses
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -10,40 +20,316 @@ import pytest
 import scipy.linalg as sla
 
 import geometric
+from tests.helpers import rand
 
 MANIFOLDS = {
     "stiefel-qr": geometric.Stiefel(7, 3),
-    "stiefel-polar": geometric.Stiefel(7, 3, retraction="polar"),
+    "stiefel-rows-polar": geometric.Stiefel(7, 3, retraction="polar", rows=True),
     "stiefel-cayley": geometric.Stiefel(7, 3, retraction="cayley"),
     "stiefel-canonical-exp": geometric.Stiefel(7, 3, metric="canonical", retraction="exp"),
-    "stiefel-square-cayley": geometric.Stiefel(4, 4, metric="canonical", retraction="cayley"),
+    "stiefel-square-canonical-cayley": geometric.Stiefel(4, 4, metric="canonical",
+                                                         retraction="cayley"),
     "grassmann": geometric.Grassmann(7, 3),
     "sphere": geometric.Sphere(5),
-    "orthogonal": geometric.Orthogonal(4),
+    "orthogonal": geometric.Orthogonal(5),
 }
-parametrize = pytest.mark.parametrize("m", list(MANIFOLDS.values()), ids=list(MANIFOLDS))
+DTYPES = ("float32", "float64")
+TOL = 1e-12  # float64, absolute, for quantities of order one
+BATCH = 3
+STEPS = (1e-2, 5e-3, 2.5e-3, 1.25e-3)  # t in R_x(tv) - x - tv = O(t²)
+DIST_LENGTHS = (0.2, 0.45, 0.6)  # well inside every injectivity radius (Grassmann: π/2)
+
+
+# Distances in closed form from NumPy/SciPy, one point pair (in the public layout) at a time.
+REFERENCE_DIST = {
+    geometric.Sphere: lambda m, x, y: np.arccos(np.clip(x @ y, -1, 1)),
+    geometric.Grassmann: lambda m, x, y: np.linalg.norm(
+        sla.subspace_angles(*((x.T, y.T) if m.rows else (x, y)))),
+    geometric.Orthogonal: lambda m, x, y: np.linalg.norm(sla.logm(x.T @ y).real),
+}
+
+cases = pytest.mark.parametrize("dtype", DTYPES)
+every = pytest.mark.parametrize("name", list(MANIFOLDS))
+
+
+def point_axes(m):
+    return tuple(range(-len(m.shape), 0))
+
+
+def euclidean(m, a, b):
+    """The ambient inner product ``<a, b>`` per point."""
+    return jnp.sum(a * b, axis=point_axes(m))
+
+
+def scaled(m, x, v, length):
+    """``v`` rescaled to Riemannian norm ``length`` at ``x``."""
+    n = m.norm(x, v)
+    return length * v / n.reshape(n.shape + (1,) * len(m.shape))
+
+
+def methods(m, x, g, u, v):
+    """Every public method on a point ``x`` (any batch shape), ambient ``g``, tangents ``u, v``."""
+    y = m.retract(x, 0.3 * v)
+    near = m.retract(x, 0.1 * v)
+    out = {"project": m.project(x, g), "egrad_to_rgrad": m.egrad_to_rgrad(x, g),
+           "inner": m.inner(x, u, v), "norm": m.norm(x, u), "retract": y,
+           "transport": m.transport(x, y, u), "retract_transport": m.retract_transport(x, 0.3 * v, u),
+           "manifold_error": m.manifold_error(y), "project_point": m.project_point(x + 1e-2 * g)}
+    if "exp" in m.capabilities:
+        out["exp"] = m.exp(x, scaled(m, x, v, 0.4))
+    if "log" in m.capabilities:
+        out["log"] = m.log(x, near)
+    if "dist" in m.capabilities:
+        out["dist"] = m.dist(x, near)
+    if "frame" in m.capabilities:
+        out["to_frame"] = m.to_frame(x)
+    return out
+
+
+# The compiled laws run once: optimising their machine code costs more time than it saves.
+UNOPTIMIZED = {"xla_backend_optimization_level": 0}
+jit_methods = jax.jit(methods, static_argnums=0, compiler_options=UNOPTIMIZED)
+
+
+def stacked(x, n):
+    return jnp.broadcast_to(x, (n, *x.shape))
+
+
+@functools.partial(jax.jit, static_argnums=0, compiler_options=UNOPTIMIZED)
+def laws(m, x, h):
+    """The quantities every law compares, at ``BATCH`` points ``x`` with ambient vectors ``h``.
+
+    Each method is traced once or twice (batched, and on one slice); cases are stacked along a
+    leading axis instead of traced again, which keeps compilation short.
+    """
+    g = h[0]
+    u, v, *sides = m.project(stacked(x, 5), h[1:])
+    got = methods(m, x, g, u, v)
+    pg, r, y = got["project"], got["egrad_to_rgrad"], got["retract"]
+    steps = jnp.asarray(STEPS, x.dtype).reshape(-1, *(1,) * x.ndim) * v[None]  # (4, B, ...)
+    triangle = jnp.stack([scaled(m, x, d, s) for d, s in zip(sides, DIST_LENGTHS)])
+    retracted = m.retract(stacked(x, 8), jnp.concatenate([jnp.zeros_like(v)[None], steps, triangle]))
+    a, b, c = retracted[5:]
+    projected = m.project(jnp.stack([x, x, x, y]), jnp.stack([pg, u, r, got["transport"]]))
+    inners = m.inner(stacked(x, 3), jnp.stack([r, v, u]), jnp.stack([v, u, u]))
+    out = {
+        "x": x, "g": g, "u": u, "v": v, "a": a, "b": b, "batched": got,
+        "project_twice": projected[0], "project_tangent": projected[1],
+        "normal_part": euclidean(m, g - pg, u),
+        "rgrad_projected": projected[2], "riesz": (inners[0], euclidean(m, g, v)),
+        "inner_swapped": inners[1], "inner_uu": inners[2],
+        "retract_zero": retracted[0],
+        "retract_steps": jnp.sqrt(euclidean(m, *2 * (retracted[1:5] - x[None] - steps,))),
+        "transport_projected": projected[3],
+        "transport_to_self": m.transport(x, x, u),
+        "project_point_of_point": m.project_point(x),
+    }
+    if "exp" in m.capabilities:
+        w = scaled(m, x, u, 0.4)
+        exps = m.exp(stacked(x, 6), jnp.concatenate([jnp.zeros_like(u)[None], steps, w[None]]))
+        out |= {"exp_zero": exps[0], "exp_w": exps[5], "w": w,
+                "exp_steps": jnp.sqrt(euclidean(m, *2 * (exps[1:5] - x[None] - steps,)))}
+    if "log" in m.capabilities:
+        ends = [a, out["exp_w"]] if "exp" in m.capabilities else [a]
+        logs = m.log(stacked(x, len(ends)), jnp.stack(ends))
+        out |= {"log_a": logs[0], "log_a_projected": m.project(x, logs[0]),
+                "log_a_norm": m.norm(x, logs[0]), "log_exp": logs[1:]}
+    if "dist" in m.capabilities:
+        pairs = [(a, b), (b, a), (b, c), (a, c), (x, a), (x, x)]
+        if "exp" in m.capabilities:
+            pairs.append((x, out["exp_w"]))
+        dists = m.dist(*map(jnp.stack, zip(*pairs)))
+        x0 = x[0]
+        gradient = jax.grad(lambda p: m.dist(x0, p) ** 2)(x0)
+        out |= dict(zip(["dist_ab", "dist_ba", "dist_bc", "dist_ac", "dist_xa", "dist_self",
+                         "dist_exp"], dists))
+        out |= {"dist_sq_gradient": gradient, "dist_sq_rgrad": m.egrad_to_rgrad(x0, gradient)}
+    if "frame" in m.capabilities:
+        f = got["to_frame"]
+        out |= {"frame_gram": f.mT @ f, "frame_back": m.from_frame(f),
+                "frame_tangent_gram": f.mT @ m.to_frame(u)}
+    return out
+
+
+@functools.cache
+def results(name):
+    """``laws`` in float64, as NumPy arrays."""
+    m = MANIFOLDS[name]
+    shape = (BATCH, *m.shape)
+    x = m.project_point(rand(shape, seed=0))
+    return m, jax.tree.map(np.asarray, laws(m, x, rand((6, *shape), seed=1))), TOL
+
+
+def close(got, want, tol, err_msg=""):
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=err_msg)
+
+
+@every
+@cases
+def test_random_point_and_tangent(name, dtype):
+    m = MANIFOLDS[name]
+    x = m.random_point(jax.random.PRNGKey(0), dtype)
+    assert x.shape == m.shape and x.dtype == dtype
+    assert m.manifold_error(x) < 10 * np.finfo(dtype).eps
+    v = m.random_tangent(jax.random.PRNGKey(1), x)
+    assert v.dtype == dtype
+    close(m.project(x, v), v, 10 * np.finfo(dtype).eps)
+
+
+@every
+def test_projection_is_idempotent_orthogonal_and_fixes_tangents(name):
+    m, r, tol = results(name)
+    close(r["project_twice"], r["batched"]["project"], tol)
+    close(r["project_tangent"], r["u"], tol)  # random_tangent is tangent
+    close(r["normal_part"], 0, 10 * tol)      # what project removes is normal
+
+
+@every
+def test_riemannian_gradient_is_the_riesz_representative(name):
+    m, r, tol = results(name)
+    close(r["rgrad_projected"], r["batched"]["egrad_to_rgrad"], tol)
+    close(*r["riesz"], 10 * tol)  # inner(x, rgrad, ξ) = <g, ξ>
+
+
+@every
+def test_inner_is_symmetric_positive_and_gives_the_norm(name):
+    m, r, tol = results(name)
+    close(r["inner_swapped"], r["batched"]["inner"], 10 * tol)
+    assert r["inner_uu"].min() > 0
+    close(r["batched"]["norm"] ** 2, r["inner_uu"], 10 * tol)
+
+
+@every
+def test_retraction_lands_on_the_manifold_and_is_first_order(name):
+    m, r, tol = results(name)
+    close(r["retract_zero"], r["x"], tol)
+    assert r["batched"]["manifold_error"].max() < tol
+    errors = r["retract_steps"]  # ‖R_x(tv) - x - tv‖ for halving t
+    v_sq = np.sum(r["v"] ** 2, axis=point_axes(m))
+    assert (errors[0] < 10 * STEPS[0] ** 2 * v_sq + tol).all()
+    np.testing.assert_allclose(np.log2(errors[:-1] / errors[1:]), 2.0, atol=0.05)
+
+
+@every
+def test_transport_lands_in_the_new_tangent_space(name):
+    m, r, tol = results(name)
+    got = r["batched"]
+    close(r["transport_projected"], got["transport"], tol)
+    close(r["transport_to_self"], r["u"], tol)
+    close(got["retract_transport"][0], got["retract"], tol)
+    close(got["retract_transport"][1], got["transport"], tol)
+
+
+@every
+def test_project_point(name):
+    m, r, tol = results(name)
+    close(r["project_point_of_point"], r["x"], tol)
+    assert m.manifold_error(r["batched"]["project_point"]).max() < tol
+
+
+@functools.cache
+def float32_first_slice(name):
+    """Every method on the first point of ``results(name)``, unbatched and in float32."""
+    m, r, _ = results(name)
+    x, g, u, v = (jnp.asarray(r[k][0], jnp.float32) for k in ("x", "g", "u", "v"))
+    return m, jax.tree.map(np.asarray, jit_methods(m, x, g, u, v))
+
+
+@every
+def test_float32_in_float32_out(name):
+    """Every method keeps float32 (with x64 on) and lands on the manifold to float32 rounding."""
+    m, got = float32_first_slice(name)
+    assert {a.dtype for a in jax.tree.leaves(got)} == {np.dtype(np.float32)}
+    assert got["manifold_error"] < 1e-5
+    for key in ("retract", "project_point", "exp"):
+        if key in got:
+            assert m.manifold_error(got[key]) < 1e-5, key
+
+
+@every
+def test_batched_equals_per_slice(name):
+    """The batched float64 results, slice by slice, are the unbatched float32 ones (to float32
+    precision: a mix-up of batch axes shows as an error of order one)."""
+    m, r, _ = results(name)
+    _, first = float32_first_slice(name)
+    assert r["batched"]["inner"].shape == (BATCH,)
+    for key, value in first.items():
+        batched = jax.tree.map(lambda a: a[0], r["batched"][key])
+        for got, want in zip(jax.tree.leaves(batched), jax.tree.leaves(value)):
+            close(got, want, 2e-5, err_msg=key)
+
+
+@every
+def test_exp_is_a_second_retraction(name):
+    m, r, tol = results(name)
+    if "exp" not in m.capabilities:
+        with pytest.raises(NotImplementedError, match=rf"\.exp: {type(m).__name__} has no `exp`"):
+            m.exp(r["x"], r["u"])
+        return
+    close(r["exp_zero"], r["x"], tol)
+    assert m.manifold_error(r["exp_w"]).max() < tol
+    errors = r["exp_steps"]
+    np.testing.assert_allclose(np.log2(errors[:-1] / errors[1:]), 2.0, atol=0.05)
+
+
+@every
+def test_log_inverts_exp(name):
+    m, r, tol = results(name)
+    if "log" not in m.capabilities:
+        with pytest.raises(NotImplementedError, match=rf"\.log: {type(m).__name__} has no `log`"):
+            m.log(r["x"], r["x"])
+        return
+    if "w" in r:
+        close(r["log_exp"][0], r["w"], 10 * tol)
+    close(r["log_a_projected"], r["log_a"], tol)  # a tangent vector
+
+
+@every
+def test_dist_laws(name):
+    """dist(x, exp(x, w)) = ‖w‖, = ‖log(x, y)‖, symmetry, the triangle inequality, dist(x, x) = 0
+    with the gradient of dist² there finite and 0."""
+    m, r, tol = results(name)
+    if "dist" not in m.capabilities:
+        with pytest.raises(NotImplementedError, match=rf"\.dist: {type(m).__name__} has no `dist`"):
+            m.dist(r["x"], r["x"])
+        return
+    if "dist_exp" in r:
+        close(r["dist_exp"], 0.4, 10 * tol)
+    if "log_a_norm" in r:
+        close(r["dist_xa"], r["log_a_norm"], 10 * tol)
+    close(r["dist_ab"], r["dist_ba"], 10 * tol)
+    assert (r["dist_ac"] <= r["dist_ab"] + r["dist_bc"] + tol).all()
+    assert (r["dist_ab"] > 1e-3).all()
+    close(r["dist_self"], 0, tol)
+    assert np.isfinite(r["dist_sq_gradient"]).all()
+    close(r["dist_sq_rgrad"], 0, tol)
+
+
+@pytest.mark.parametrize("name", [k for k, m in MANIFOLDS.items() if "dist" in m.capabilities])
+def test_dist_closed_form(name):
+    m, r, tol = results(name)
+    want = [REFERENCE_DIST[type(m)](m, a, b) for a, b in zip(r["a"], r["b"])]
+    close(r["dist_ab"], want, 1e-11)
+
+
+@every
+def test_frames(name):
+    m, r, tol = results(name)
+    if "frame" not in m.capabilities:
+        with pytest.raises(NotImplementedError, match=r"\.to_frame: .* has no `to_frame`"):
+            m.to_frame(r["x"])
+        return
+    gram = r["frame_gram"]
+    close(gram, np.broadcast_to(np.eye(gram.shape[-1]), gram.shape), tol)
+    close(r["frame_back"], r["x"], 0)
+    if m.horizontal:
+        close(r["frame_tangent_gram"], 0, tol)
+
+
+# ----------------------------------------------------------------------------------------------
+# Uniform sampling
+
 HAAR_SAMPLES = 4000
-
-
-def sample(m, seed=0, dtype=jnp.float64, batch=None):
-    """A point, an ambient vector and two tangent vectors, with an optional leading batch axis."""
-    keys = jax.random.split(jax.random.PRNGKey(seed), 4)
-    if batch is None:
-        x = m.random_point(keys[0], dtype)
-    else:
-        x = jax.vmap(lambda k: m.random_point(k, dtype))(jax.random.split(keys[0], batch))
-    g = jax.random.normal(keys[1], x.shape, dtype)
-    return x, g, m.random_tangent(keys[2], x), m.random_tangent(keys[3], x)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def every_method(m, x, g, v):
-    """Every method once, on a point ``x`` (any batch shape), an ambient ``g`` and a tangent ``v``."""
-    u = m.project(x, g)
-    y = m.retract(x, 0.2 * v)
-    return {"project": u, "egrad_to_rgrad": m.egrad_to_rgrad(x, g), "inner": m.inner(x, u, v),
-            "retract": y, "transport": m.transport(x, y, u), "manifold_error": m.manifold_error(y),
-            "project_point": m.project_point(x + 1e-2 * g)}
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -52,223 +338,78 @@ def haar_samples(m, key):
     return xs.reshape(HAAR_SAMPLES, m.shape[0], -1)
 
 
-@parametrize
-def test_random_point_is_on_the_manifold(m):
-    x = m.random_point(jax.random.PRNGKey(0), jnp.float64)
-    assert x.shape == m.shape and x.dtype == jnp.float64
-    assert float(m.manifold_error(x)) < 1e-13
-
-
-@pytest.mark.parametrize("m", [MANIFOLDS[k] for k in ("stiefel-qr", "grassmann", "sphere", "orthogonal")],
-                         ids=["stiefel", "grassmann", "sphere", "orthogonal"])  # each random_point once
-def test_random_point_is_haar(m):
+@pytest.mark.parametrize("name", ["stiefel-qr", "grassmann", "sphere", "orthogonal"])
+def test_random_point_is_haar(name):
     """Mean ≈ 0 and E[x xᵀ] ≈ (p/n) I; an unsigned QR fails the first (LAPACK's sign gauge)."""
-    xs = np.asarray(haar_samples(m, jax.random.PRNGKey(1)))
+    xs = np.asarray(haar_samples(MANIFOLDS[name], jax.random.PRNGKey(1)))
     n, p = xs.shape[1:]
     np.testing.assert_allclose(xs.mean(0), 0, atol=6 * np.sqrt(1 / n / HAAR_SAMPLES))
     second = np.einsum("bip,bjp->ij", xs, xs) / HAAR_SAMPLES
     np.testing.assert_allclose(second, p / n * np.eye(n), atol=6 * np.sqrt(2 / HAAR_SAMPLES) * p / n)
 
 
-@parametrize
-def test_projection_is_idempotent_and_fixes_tangents(m):
-    x, g, v, _ = sample(m)
-    pg = m.project(x, g)
-    np.testing.assert_allclose(m.project(x, pg), pg, atol=1e-13)
-    np.testing.assert_allclose(m.project(x, v), v, atol=1e-13)
-    # the removed part is normal: orthogonal (Euclidean inner product) to every tangent vector
-    np.testing.assert_allclose(jnp.vdot(g - pg, v), 0, atol=1e-12)
-
-
-@parametrize
-def test_riemannian_gradient_is_the_riesz_representative(m):
-    x, g, _, xi = sample(m)
-    r = m.egrad_to_rgrad(x, g)
-    np.testing.assert_allclose(m.project(x, r), r, atol=1e-13)
-    np.testing.assert_allclose(m.inner(x, r, xi), jnp.vdot(g, xi), rtol=1e-12)
-
-
-@parametrize
-def test_inner_is_symmetric_and_positive(m):
-    x, _, u, v = sample(m)
-    np.testing.assert_allclose(m.inner(x, u, v), m.inner(x, v, u), rtol=1e-13)
-    assert float(m.inner(x, u, u)) > 0
-
-
-@parametrize
-def test_retraction_lands_on_manifold_and_is_first_order(m):
-    x, _, v, _ = sample(m)
-    np.testing.assert_allclose(m.retract(x, jnp.zeros_like(v)), x, atol=1e-14)
-    assert float(m.manifold_error(m.retract(x, v))) < 1e-12
-    ts = 1e-2 * 0.5 ** np.arange(4)
-    errs = np.array([float(jnp.linalg.norm(m.retract(x, t * v) - x - t * v)) for t in ts])
-    np.testing.assert_allclose(np.log2(errs[:-1] / errs[1:]), 2.0, atol=0.05)  # O(t²)
-
-
-@parametrize
-def test_transport_lands_in_the_new_tangent_space(m):
-    x, _, v, u = sample(m)
-    y = m.retract(x, 0.3 * v)
-    t = m.transport(x, y, u)
-    np.testing.assert_allclose(m.project(y, t), t, atol=1e-13)
-    np.testing.assert_allclose(m.transport(x, x, u), u, atol=1e-13)
-
-
-@parametrize
-def test_project_point(m):
-    x, g, _, _ = sample(m)
-    np.testing.assert_allclose(m.project_point(x), x, atol=1e-13)
-    assert float(m.manifold_error(m.project_point(x + 1e-2 * g))) < 1e-13
-
-
-@parametrize
-def test_batched_equals_per_slice(m):
-    x, g, v, _ = sample(m, batch=3)
-    batched = every_method(m, x, g, v)
-    assert batched["inner"].shape == (3,)
-    for i in range(3):
-        for name, value in every_method(m, x[i], g[i], v[i]).items():
-            np.testing.assert_allclose(batched[name][i], value, atol=1e-13, err_msg=name)
-
-
-@parametrize
-def test_float32_in_float32_out(m):
-    x, g, v, _ = sample(m, dtype=jnp.float32)
-    out = every_method(m, x, g, v)
-    assert {a.dtype for a in out.values()} == {jnp.dtype(jnp.float32)}
-    assert float(out["manifold_error"]) < 1e-5
-
-
-def test_canonical_gradient_is_not_the_projection():
-    m = MANIFOLDS["stiefel-canonical-exp"]
-    x, g, _, _ = sample(m)
-    r = m.egrad_to_rgrad(x, g)
-    np.testing.assert_allclose(r, g - x @ g.T @ x, atol=1e-14)
-    assert float(jnp.abs(r - m.project(x, g)).max()) > 1e-2
-    assert float(jnp.abs(m.egrad_to_rgrad(x, r) - r).max()) > 1e-2  # not idempotent
-
-
-@parametrize
-def test_hashable_and_frozen(m):
-    same = dataclasses.replace(m)
-    assert same == m and hash(same) == hash(m) and same is not m
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        m.n = 9
-
-
 # ----------------------------------------------------------------------------------------------
-# Stiefel retractions against the dense n×n formulas (float64, small n)
+# Checks: check_point, verify_point, and every method's input checks
 
 
-retract = jax.jit(lambda m, x, v: m.retract(x, v), static_argnums=0)
+def shape_text(shape):
+    return re.escape("(..., " + ", ".join(map(str, shape)) + ")")
 
 
-def point_and_tangent(m, seed):
-    x = m.random_point(jax.random.PRNGKey(seed), jnp.float64)
-    return x, m.random_tangent(jax.random.PRNGKey(seed + 1), x)
+@every
+def test_check_point(name):
+    m = MANIFOLDS[name]
+    wrong = (*m.shape[:-1], m.shape[-1] + 1)
+    with pytest.raises(ValueError, match=rf"^{re.escape(repr(m))}\.check_point: `x` must have "
+                                         rf"shape {shape_text(m.shape)}; got {re.escape(str(wrong))}\.$"):
+        m.check_point(jnp.zeros(wrong))
+    with pytest.raises(ValueError, match=r"^riemannian_adam\.init: `params\['w'\]` must have shape"):
+        m.check_point(jnp.zeros(wrong), argname="params['w']", fname="riemannian_adam.init")
+    with pytest.raises(TypeError, match=r"check_point: `x` must have dtype float32, float64; got int32"):
+        m.check_point(jnp.zeros(m.shape, jnp.int32))
+    with pytest.raises(TypeError, match=r"check_point: `x` must be a JAX or NumPy array; got list"):
+        m.check_point(np.zeros(m.shape).tolist())
+    m.check_point(np.zeros((2, *m.shape)))  # shape and dtype only: not the values
 
 
-def omega(y, delta):
-    """The canonical horizontal lift (I - ½YYᵀ)ΔYᵀ - YΔᵀ(I - ½YYᵀ), as a dense n×n matrix."""
-    q = np.eye(y.shape[0]) - 0.5 * y @ y.T
-    return q @ delta @ y.T - y @ delta.T @ q
+@every
+def test_verify_point(name):
+    m = MANIFOLDS[name]
+    x = jax.vmap(lambda k: m.random_point(k, jnp.float64))(jax.random.split(jax.random.PRNGKey(0), 3))
+    ok, reason = m.verify_point(x)
+    assert ok, reason
+    assert re.fullmatch(rf"{re.escape(m._error_formula)} = \S+ ≤ atol = \S+ \(the largest of 3 points, "
+                        r"at index \(\d,\)\)", reason), reason
+    ok, reason = m.verify_point(x.at[1].multiply(1.5), atol=1e-3)
+    assert not ok
+    assert re.fullmatch(rf"{re.escape(m._error_formula)} = \S+ > atol = 0.001 \(the largest of 3 "
+                        r"points, at index \(1,\)\)", reason), reason
+    ok, reason = m.verify_point(x[0] * np.nan)
+    assert not ok and " = nan > " in reason
+    with pytest.raises(TypeError, match=r"verify_point: `x` must be a concrete array; got a tracer"):
+        jax.jit(lambda x: m.verify_point(x)[0])(x)
 
 
-@pytest.mark.parametrize("scale", [1e-3, 0.5, 4.0, 40.0])
-def test_exp_retraction_matches_expm(scale):
-    m = geometric.Stiefel(9, 3, retraction="exp")
-    y, d = point_and_tangent(m, 3)
-    d = scale * d / jnp.linalg.norm(d)
-    want = jax.jit(jax.scipy.linalg.expm)(omega(np.asarray(y), np.asarray(d))) @ y
-    np.testing.assert_allclose(retract(m, y, d), want, atol=1e-12 * max(1.0, scale))
+def test_verify_point_default_tolerance():
+    """√ε·√(size): rounding passes in both dtypes, an unconstrained init does not."""
+    st = geometric.Stiefel(64, 16)
+    y = st.random_point(jax.random.PRNGKey(0), jnp.float32)
+    assert st.verify_point(y) == (True, f"‖xᵀx − I‖_F = {float(st.manifold_error(y)):.3g} ≤ "
+                                        f"atol = {np.sqrt(float(np.finfo(np.float32).eps) * 1024):.3g}")
+    lecun = jax.random.normal(jax.random.PRNGKey(1), (64, 16)) / 8
+    assert not st.verify_point(lecun)[0]
+    assert not st.verify_point(y.astype(jnp.float64))[0]  # float64 asks for float64 rounding
 
 
-@pytest.mark.parametrize("scale", [1e-3, 0.5, 4.0, 40.0])
-def test_cayley_retraction_matches_dense_formula(scale):
-    m = geometric.Stiefel(9, 3, retraction="cayley")
-    y, d = point_and_tangent(m, 4)
-    d = scale * d / jnp.linalg.norm(d)
-    w = omega(np.asarray(y), np.asarray(d))
-    eye = np.eye(9)
-    want = np.linalg.solve(eye - 0.5 * w, (eye + 0.5 * w) @ np.asarray(y))
-    np.testing.assert_allclose(retract(m, y, d), want, atol=1e-13 * max(1.0, scale))
-
-
-def test_exp_is_the_canonical_geodesic():
-    """d²/dt² Y(t) is normal for the canonical metric along exp: compare with Edelman et al.'s
-    closed form Y(t) = [Y, Q] exp(t[[A, -Rᵀ], [R, 0]]) [I; 0]."""
-    m = geometric.Stiefel(8, 2, retraction="exp")
-    y, d = map(np.asarray, point_and_tangent(m, 6))
-    a = y.T @ d
-    q, r = np.linalg.qr(d - y @ a)
-    block = np.block([[a, -r.T], [r, np.zeros((2, 2))]])
-    want = np.hstack([y, q]) @ sla.expm(block)[:, :2]
-    np.testing.assert_allclose(retract(m, jnp.asarray(y), jnp.asarray(d)), want, atol=1e-13)
-
-
-def test_cayley_and_exp_agree_to_third_order():
-    y, d = point_and_tangent(geometric.Stiefel(9, 3), 7)
-    cay, ex = geometric.Stiefel(9, 3, retraction="cayley"), geometric.Stiefel(9, 3, retraction="exp")
-    errs = [float(jnp.linalg.norm(retract(cay, y, t * d) - retract(ex, y, t * d))) for t in (1e-1, 5e-2)]
-    np.testing.assert_allclose(np.log2(errs[0] / errs[1]), 3.0, atol=0.1)
-
-
-def _shapes_in_jaxpr(jaxpr):
-    shapes = []
-    for eqn in jaxpr.eqns:
-        shapes += [tuple(v.aval.shape) for v in eqn.outvars]
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (list, tuple)) else [param]:
-                inner = getattr(sub, "jaxpr", None)
-                if inner is not None:
-                    shapes += _shapes_in_jaxpr(getattr(inner, "jaxpr", inner))
-    return shapes
-
-
-@pytest.mark.parametrize("retraction", ["qr", "polar", "cayley", "exp"])
-@pytest.mark.parametrize("metric", ["euclidean", "canonical"])
-def test_no_n_by_n_array(retraction, metric):
-    m = geometric.Stiefel(64, 4, metric=metric, retraction=retraction)
-    x = m.random_point(jax.random.PRNGKey(0))
-
-    def everything(x, g):
-        r = m.egrad_to_rgrad(x, g)
-        y = m.retract(x, -0.1 * r)
-        return m.transport(x, y, r), m.inner(x, r, r), m.manifold_error(y), m.project_point(y)
-
-    shapes = _shapes_in_jaxpr(jax.make_jaxpr(everything)(x, x).jaxpr)
-    assert not [s for s in shapes if sum(d >= 64 for d in s) >= 2]
-
-
-# ----------------------------------------------------------------------------------------------
-# Bad input
-
-
-def test_bad_construction():
-    with pytest.raises(ValueError, match=r"Stiefel: `p` must satisfy p ≤ n = 3; got p = 4"):
-        geometric.Stiefel(3, 4)
-    with pytest.raises(ValueError, match=r"Stiefel: `metric` must be one of 'euclidean', 'canonical'"):
-        geometric.Stiefel(5, 2, metric="riemann")
-    with pytest.raises(ValueError, match=r"`retraction` must be one of 'qr', 'polar', 'cayley', 'exp'"):
-        geometric.Stiefel(5, 2, retraction="svd")
-    with pytest.raises(TypeError, match=r"Stiefel: `n` must be an int; got float"):
-        geometric.Stiefel(5.0, 2)
-    with pytest.raises(ValueError, match=r"Sphere: `n` must be ≥ 1; got 0"):
-        geometric.Sphere(0)
-    with pytest.raises(ValueError, match=r"Grassmann: `p` must satisfy p ≤ n"):
-        geometric.Grassmann(2, 3)
-    with pytest.raises(TypeError, match=r"Orthogonal: `n` must be an int"):
-        geometric.Orthogonal(True)
-    assert geometric.Stiefel(np.int64(5), 2) == geometric.Stiefel(5, 2)
-
-
-def test_bad_arrays():
+def test_method_input_checks():
     st = geometric.Stiefel(5, 2)
     x = st.random_point(jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match=r"project: `x` must have shape \(\.\.\., 5, 2\); got \(5, 3\)"):
         st.project(jnp.zeros((5, 3)), jnp.zeros((5, 3)))
     with pytest.raises(ValueError, match=r"retract: `v` must have the shape of `x`, \(5, 2\); got \(3, 5, 2\)"):
         st.retract(x, jnp.zeros((3, 5, 2)))
+    with pytest.raises(ValueError, match=r"retract_transport: `u` must have the shape of `x`"):
+        st.retract_transport(x, x, x[:, :1])
     with pytest.raises(TypeError, match=r"inner: `u` must have dtype float32, float64; got int32"):
         st.inner(x, jnp.zeros((5, 2), jnp.int32), x)
     with pytest.raises(TypeError, match=r"random_point: `dtype` must be float32 or float64; got int32"):
@@ -277,3 +418,53 @@ def test_bad_arrays():
         geometric.Sphere(3).manifold_error(jnp.ones((3, 1)))
     with pytest.raises(TypeError, match=r"must be a JAX or NumPy array; got list"):
         st.project_point([[1.0, 0.0]] * 5)
+    rows = geometric.Stiefel(5, 2, rows=True)
+    with pytest.raises(ValueError, match=r"rows=True\)\.project: `x` must have shape \(\.\.\., 2, 5\); got \(5, 2\)"):
+        rows.project(x, x)
+    with pytest.raises(ValueError, match=r"from_frame: `y` must have shape \(\.\.\., 5, 1\); got \(5,\)"):
+        geometric.Sphere(5).from_frame(jnp.zeros(5))
+
+
+@every
+def test_hashable_and_frozen(name):
+    m = MANIFOLDS[name]
+    same = dataclasses.replace(m)
+    assert same == m and hash(same) == hash(m) and same is not m
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.n = 9
+
+
+# ----------------------------------------------------------------------------------------------
+# The template: capabilities are declared, and checked when a class is defined
+
+
+def test_capabilities_must_match_the_hooks():
+    with pytest.raises(TypeError, match=r"Declared declares 'exp' in `capabilities` but implements no `_exp`"):
+        class Declared(geometric.AbstractManifold):
+            capabilities = frozenset({"exp"})
+    with pytest.raises(TypeError, match=r"Undeclared implements `_log` but does not declare 'log'"):
+        class Undeclared(geometric.AbstractManifold):
+            def _log(self, x, y):
+                return y - x
+    with pytest.raises(TypeError, match=r"Unknown: unknown capabilities \['expm'\]; known: exp, log"):
+        class Unknown(geometric.AbstractManifold):
+            capabilities = frozenset({"expm"})
+
+    class DistFromLog(geometric.AbstractManifold):  # dist defaults to the norm of log
+        capabilities = frozenset({"log", "dist"})
+
+        def _log(self, x, y):
+            return y - x
+
+    assert DistFromLog.capabilities == {"log", "dist"}
+
+
+def test_declared_capabilities():
+    assert {name: set(m.capabilities) for name, m in MANIFOLDS.items() if "-" not in name} == {
+        "grassmann": {"exp", "log", "dist", "frame"}, "sphere": {"exp", "log", "dist", "frame"},
+        "orthogonal": {"exp", "log", "dist", "frame"}}
+    assert set(geometric.Stiefel(5, 2).capabilities) == {"exp", "frame"}
+    with pytest.raises(NotImplementedError, match=r"^Stiefel\(n=5, p=2, metric='euclidean', "
+                                                  r"retraction='qr', rows=False\)\.log: Stiefel has "
+                                                  r"no `log` \(capabilities: exp, frame\)\.$"):
+        geometric.Stiefel(5, 2).log(jnp.zeros((5, 2)), jnp.zeros((5, 2)))

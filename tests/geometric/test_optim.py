@@ -1,4 +1,5 @@
 """Optimizers on manifolds: known optima, optax compatibility, state, drift, and Brantner's algorithm."""
+import dataclasses
 import functools
 import io
 
@@ -14,12 +15,13 @@ from geometric import optim
 
 # ----------------------------------------------------------------------------------------------
 # Known optima, all in one parameter tree (one compilation per optimizer): the Rayleigh quotient
-# on St(50, 5) (both metrics) and Gr(50, 5), orthogonal Procrustes on O(10), the smallest
-# eigenvector on S¹⁹, and a Euclidean leaf.
+# on St(50, 5) (both metrics, and as a 5×50 weight with orthonormal rows) and Gr(50, 5),
+# orthogonal Procrustes on O(10), the smallest eigenvector on S¹⁹, and a Euclidean leaf.
 
 MANIFOLDS = {
     "st": geometric.Stiefel(50, 5),
     "st_canonical_exp": geometric.Stiefel(50, 5, metric="canonical", retraction="exp"),
+    "st_rows": geometric.Stiefel(50, 5, rows=True),
     "gr": geometric.Grassmann(50, 5),
     "o": geometric.Orthogonal(10),
     "sphere": geometric.Sphere(20),
@@ -67,16 +69,19 @@ def problem():
     o0[:, 0] *= np.sign(np.linalg.det(o0) * np.linalg.det(x_star))  # O(10): the solution's component
     y0 = haar(rng, 50, 5)
     params = {k: jnp.asarray(y0) for k in RAYLEIGH}
-    params |= {"o": jnp.asarray(o0), "sphere": jnp.asarray(haar(rng, 20, 1)[:, 0]), "b": jnp.zeros(3)}
+    params |= {"st_rows": jnp.asarray(y0.T), "o": jnp.asarray(o0),
+               "sphere": jnp.asarray(haar(rng, 20, 1)[:, 0]), "b": jnp.zeros(3)}
 
     def losses(p):
         out = {k: -jnp.trace(p[k].T @ a @ p[k]) for k in RAYLEIGH}
+        out["st_rows"] = -jnp.trace(p["st_rows"] @ a @ p["st_rows"].T)
         out["o"] = jnp.sum((p["o"] @ m - b) ** 2)
         out["sphere"] = p["sphere"] @ s @ p["sphere"]
         out["b"] = jnp.sum((p["b"] - 1.0) ** 2)
         return out
 
-    optimum = {k: -9.0 for k in RAYLEIGH} | {"o": float(np.sum((x_star @ m - b) ** 2)), "sphere": 1.0}
+    optimum = {k: -9.0 for k in RAYLEIGH + ["st_rows"]}
+    optimum |= {"o": float(np.sum((x_star @ m - b) ** 2)), "sphere": 1.0}
     return params, losses, optimum, x_star
 
 
@@ -98,7 +103,7 @@ def test_reaches_known_optima(name):
     opt = OPTIMIZERS[name](MANIFOLDS)
     final, _ = runner(opt, lambda p: sum(losses(p).values()))(params, STEPS)
     got = losses(final)
-    for k in RAYLEIGH + ["o", "sphere"]:
+    for k in RAYLEIGH + ["st_rows", "o", "sphere"]:
         rel = abs(float(got[k]) - optimum[k]) / abs(optimum[k])
         assert rel < 1e-4, (k, float(got[k]), optimum[k])
         assert float(MANIFOLDS[k].manifold_error(final[k])) < 1e-10, k
@@ -294,6 +299,41 @@ def test_bad_arguments():
         opt.init({"v": ST.random_point(jax.random.PRNGKey(0))})
     with pytest.raises(ValueError, match=r"init: `params` must have shape \(\.\.\., 6, 2\); got \(6, 3\)"):
         opt.init({"w": jnp.zeros((6, 3))})
+
+
+@dataclasses.dataclass(frozen=True)
+class Circle(geometric.AbstractManifold):
+    """A manifold with the required hooks only (no frames)."""
+
+    shape = (2,)
+    self_correcting = True
+    _error_formula = "|xᵀx − 1|"
+
+    def _random_point(self, key, dtype):
+        return self._project_point(jax.random.normal(key, (2,), dtype))
+
+    def _project(self, x, v):
+        return v - x * jnp.sum(x * v, axis=-1, keepdims=True)
+
+    def _project_point(self, x):
+        return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+
+    def _retract(self, x, v):
+        return self._project_point(x + v)
+
+    def _manifold_error(self, x):
+        return jnp.abs(jnp.sum(x * x, axis=-1) - 1)
+
+
+def test_a_manifold_of_hooks_alone():
+    """The optimizers need only the required hooks; manifold_adam also needs frames."""
+    x = jnp.asarray([0.6, 0.8])
+    loss = lambda x: x[0]  # minimised at (-1, 0)
+    final, _ = runner(optim.riemannian_sgd(0.5, Circle()), loss)(x, 100)
+    np.testing.assert_allclose(final, [-1.0, 0.0], atol=1e-3)
+    with pytest.raises(TypeError, match=r"manifold_adam: needs manifolds whose points are "
+                                        r"orthonormal frames \(the capability 'frame'"):
+        optim.manifold_adam(0.1, {"w": Circle()})
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,283 @@
+r"""Numerical kernels the manifolds share, on batch-leading ``(..., n, p)`` arrays.
+
+Every kernel costs O(np²) time (or O(p³) on a p×p matrix) and never forms an n×n array.
+
+The rotations of :func:`rotate` use the low-rank factorisation of the canonical horizontal lift
+(Edelman, Arias & Smith; Wen & Yin)
+
+.. math::
+    \Omega(Y, \Delta) = P Y^T - Y P^T = U V^T, \qquad P = (I - \tfrac12 YY^T)\Delta,
+    \quad U = [P, Y], \quad V = [Y, -P] \in \mathbb{R}^{n\times 2p},
+
+which is skew with ``ΩY = Δ`` for tangent ``Δ``. A function ``f(Ω)`` with ``f(0) = I`` acts on an
+n×k matrix ``Z`` through the 2p×2p matrix ``X = VᵀU`` only: ``f(Ω)Z = Z + U ψ(X) VᵀZ`` with
+``ψ(X) = (I - ½X)⁻¹`` for the Cayley transform ``(I - ½Ω)⁻¹(I + ½Ω)`` (Sherman–Morrison–Woodbury)
+and ``ψ(X) = φ(X) = Σ_{k≥1} X^{k-1}/k!`` for ``exp(Ω)``.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+import numpy as np
+from jax.typing import DTypeLike
+
+from rules.internal import eye_like, mm
+
+__all__ = ["arctan_sv", "expm", "frobenius_inner", "gram_error", "haar_frame", "phi",
+           "polar_factor", "qr_factor", "rotate", "safe_sqrt", "skew", "sym", "sym_function"]
+
+
+def sym(a: jax.Array) -> jax.Array:
+    """``(a + aᵀ)/2`` over the last two axes."""
+    return 0.5 * (a + a.mT)
+
+
+def skew(a: jax.Array) -> jax.Array:
+    """``(a - aᵀ)/2`` over the last two axes."""
+    return 0.5 * (a - a.mT)
+
+
+def frobenius_inner(u: jax.Array, v: jax.Array, ndim: int = 2) -> jax.Array:
+    """``Σ u ⊙ v`` over the last ``ndim`` axes (``tr(uᵀv)`` for matrices)."""
+    return jnp.sum(u * v, axis=tuple(range(-ndim, 0)))
+
+
+def safe_sqrt(s: jax.Array) -> jax.Array:
+    """``√s`` for ``s ≥ 0`` whose derivative at ``s = 0`` is 0 instead of ``∞·0 = nan``.
+
+    A norm or distance is not differentiable at 0; 0 is a subgradient there, and the square of
+    the result keeps its true derivative (0) at 0.
+    """
+    positive = s > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, s, 1)), 0)
+
+
+def gram_error(x: jax.Array) -> jax.Array:
+    """``‖xᵀx - I‖_F`` over the last two axes."""
+    gram = mm(x.mT, x)
+    return jnp.linalg.norm(gram - eye_like(gram), axis=(-2, -1))
+
+
+def haar_frame(key: jax.Array, n: int, p: int, dtype: DTypeLike) -> jax.Array:
+    """A Haar-distributed n×p orthonormal frame: sign-corrected QR of a Gaussian matrix.
+
+    Without the sign fix the columns follow LAPACK's gauge and the distribution is not uniform
+    (Mezzadri 2007).
+    """
+    return qr_factor(jax.random.normal(key, (n, p), dtype))
+
+
+def qr_factor(z: jax.Array) -> jax.Array:
+    """``Q`` of the thin QR of ``z`` with ``diag(R) ≥ 0``.
+
+    ``sign(sign(d) + 0.5)`` counts a zero diagonal entry as +1 (geoopt), so the result does not
+    depend on LAPACK's sign gauge and is a smooth function of ``z``.
+    """
+    q, r = jnp.linalg.qr(z)
+    d = jnp.diagonal(r, axis1=-2, axis2=-1)
+    return q * jnp.sign(jnp.sign(d) + 0.5)[..., None, :]
+
+
+def polar_factor(z: jax.Array) -> jax.Array:
+    """``z (zᵀz)^{-1/2}``, the orthonormal frame nearest to ``z``, in O(np²).
+
+    From the p×p eigendecomposition of ``zᵀz``, then one Newton–Schulz step ``y(3I - yᵀy)/2``:
+    float32 eigenvectors are orthonormal only to about ``p·ε`` (‖yᵀy - I‖_F ≈ 1e-5 for p = 64),
+    and the step, which converges quadratically to the same polar factor, brings that down to
+    the rounding of two products (≈ 2e-6, below a fresh QR's).
+    """
+    w, q = jnp.linalg.eigh(mm(z.mT, z))
+    y = mm(z, mm(q / jnp.sqrt(w)[..., None, :], q.mT))
+    return 1.5 * y - 0.5 * mm(y, mm(y.mT, y))
+
+
+# ----------------------------------------------------------------------------------------------
+# φ and the low-rank rotations
+
+# φ(X) = Σ_{k≥0} X^k/(k+1)! on the scaled matrix: the Taylor degree that makes the truncation
+# error (1/2)^{m+1}/(m+2)! fall below the unit roundoff once ‖X‖₁ ≤ 1/2.
+_PHI_THETA = 0.5
+_PHI_DEGREE = {jnp.dtype(jnp.float32): 7, jnp.dtype(jnp.float64): 13}
+_MAX_SQUARINGS = 16  # as jax.scipy.linalg.expm: ‖X‖₁ up to 2¹⁵
+
+
+def phi(x: jax.Array) -> jax.Array:
+    r"""``φ(X) = Σ_{k≥0} X^k/(k+1)!`` (so ``exp(X) = I + Xφ(X)``) of ``(..., m, m)`` matrices.
+
+    Scaling and squaring: ``Z = X/2^s`` with ``‖Z‖₁ ≤ 1/2``, a Taylor polynomial of ``φ(Z)`` by
+    Paterson–Stockmeyer (4 products in float32, 6 in float64), then ``s`` doublings
+    ``φ(2Z) = φ(Z)(I + ½Zφ(Z))``. One ``s`` serves the whole batch, so the doublings are skipped
+    by ``lax.cond`` rather than computed and masked; the loop is a fixed-length ``scan``, so
+    reverse-mode differentiation works.
+    """
+    degree = _PHI_DEGREE[jnp.dtype(x.dtype)]
+    norm = jnp.max(jnp.sum(jnp.abs(x), axis=-2))
+    squarings = jnp.clip(jnp.ceil(jnp.log2(norm / _PHI_THETA)), 0, _MAX_SQUARINGS)
+    z = x * jnp.exp2(-squarings).astype(x.dtype)
+    f = _phi_taylor(z, degree)
+
+    def double(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        f, z = carry
+        return f + 0.5 * mm(f, mm(z, f)), 2 * z
+
+    def body(carry: tuple[jax.Array, jax.Array], i: jax.Array
+             ) -> tuple[tuple[jax.Array, jax.Array], None]:
+        return lax.cond(i < squarings, double, lambda c: c, carry), None
+
+    (f, _), _ = lax.scan(body, (f, z), jnp.arange(_MAX_SQUARINGS))
+    return f
+
+
+def expm(x: jax.Array) -> jax.Array:
+    """The matrix exponential ``I + Xφ(X)`` of ``(..., m, m)`` matrices (:func:`phi`).
+
+    As accurate as ``jax.scipy.linalg.expm`` (to 1e-14 relative up to ``‖X‖ = 40`` in the tests)
+    and cheaper to compile: one Taylor polynomial and a scan, instead of Padé approximants of
+    several degrees selected by ``lax.cond``.
+    """
+    return eye_like(x) + mm(x, phi(x))
+
+
+def _phi_taylor(z: jax.Array, degree: int, block: int = 4) -> jax.Array:
+    """``Σ_{k≤degree} Z^k/(k+1)!`` by Paterson–Stockmeyer: powers up to ``Z^block``, Horner in
+    it."""
+    coeffs = [1 / math.factorial(k + 1) for k in range(degree + 1)]
+    powers = [eye_like(z), z]
+    while len(powers) <= block:
+        powers.append(mm(powers[-1], z))
+    chunks = [functools.reduce(operator.add, [c * p for c, p in zip(coeffs[j:j + block], powers)])
+              for j in range(0, degree + 1, block)]
+    f = chunks[-1]
+    for chunk in reversed(chunks[:-1]):
+        f = chunk + mm(powers[block], f)
+    return f
+
+
+def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = None) -> jax.Array:
+    r"""Apply ``Q = cay(Ω)`` or ``exp(Ω)``, ``Ω = Ω(Y, Δ)``, to ``[Y, Z]`` in O(np(p + k)) time.
+
+    .. math::
+        Q [Y, Z] = [Y, Z] + U\,\psi(X)\,V^T [Y, Z], \qquad X = V^T U \in \mathbb{R}^{2p\times 2p}
+
+    Args:
+      y: a point, shape ``(..., n, p)``.
+      delta: shape ``(..., n, p)``; only its tangent part ``Y skew(YᵀΔ) + (I - YYᵀ)Δ`` enters Ω.
+      method: ``"cayley"`` (``ψ(X) = (I - ½X)⁻¹``, one 2p×2p solve) or ``"exp"``
+        (``ψ = φ``, :func:`phi`).
+      z: optional further columns to rotate, shape ``(..., n, k)``.
+
+    Returns:
+      ``Q [y, z]``, shape ``(..., n, p + k)`` (``Q y`` when ``z`` is None). Written as the input
+      plus a correction, so the rounding error of a small step is relative to the step.
+    """
+    p = y.shape[-1]
+    p_ = delta - 0.5 * mm(y, mm(y.mT, delta))
+    # Balanced factors Ω = [P, sY][Y, -P/s]ᵀ: with s ≈ ‖P‖_F (a power of two, so scaling is
+    # exact) every block of X = VᵀU is of the size of the step, instead of X holding YᵀY = I.
+    # That keeps I - ½X well conditioned and φ's scaling and squaring short for small steps.
+    # Q does not depend on s, so no derivative flows through it.
+    norm = lax.stop_gradient(jnp.linalg.norm(p_, axis=(-2, -1), keepdims=True))
+    s = jnp.where(norm > 0, jnp.exp2(jnp.round(jnp.log2(norm))), 1).astype(y.dtype)
+    u = jnp.concatenate([p_, s * y], axis=-1)
+    v = jnp.concatenate([y, -p_ / s], axis=-1)
+    x = mm(v.mT, u)
+    c = x[..., :, p:] / s  # VᵀY: the last p columns of X = Vᵀ[P, sY], over s
+    if z is not None:
+        y = jnp.concatenate([y, z], axis=-1)
+        c = jnp.concatenate([c, mm(v.mT, z)], axis=-1)
+    if method == "cayley":
+        # (I - ½UVᵀ)⁻¹U = U(I - ½X)⁻¹ (push-through), so cay(Ω)Z = Z + U(I - ½X)⁻¹VᵀZ.
+        return y + mm(u, jnp.linalg.solve(eye_like(x) - 0.5 * x, c))
+    # exp(UVᵀ) = I + Uφ(VᵀU)Vᵀ, from (UVᵀ)^k = U X^{k-1} Vᵀ.
+    return y + mm(u, mm(phi(x), c))
+
+
+# ----------------------------------------------------------------------------------------------
+# Functions of symmetric matrices, with derivatives that exist at repeated eigenvalues
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def sym_function(f: Callable[[jax.Array], jax.Array], df: Callable[[jax.Array], jax.Array],
+                 a: jax.Array) -> jax.Array:
+    r"""``f(A) = Q f(Λ) Qᵀ`` for symmetric ``(..., m, m)`` matrices ``A = QΛQᵀ``.
+
+    .. math::
+        Df(A)[\dot A] = Q\,\big(F \circ Q^T\dot A Q\big)\,Q^T, \qquad
+        F_{ij} = \frac{f(\lambda_i) - f(\lambda_j)}{\lambda_i - \lambda_j}, \quad
+        F_{ii} = f'(\lambda_i)
+
+    (Daleckii–Krein). Differentiating through ``eigh`` instead divides by ``λᵢ - λⱼ`` and gives
+    nan at repeated eigenvalues, though ``f(A)`` is smooth there; here pairs closer than
+    ``ε^{1/3}·max|λ|`` use ``(f'(λᵢ) + f'(λⱼ))/2``, which balances the divided difference's
+    cancellation against the mean's truncation error (both about ``ε^{2/3}``).
+
+    Args:
+      f: elementwise function of the eigenvalues (a hashable callable, e.g. a module function).
+      df: its derivative.
+      a: symmetric matrices; only ``sym(a)`` is used.
+
+    References:
+      N. J. Higham, "Functions of Matrices: Theory and Computation" (2008), Thm. 3.11.
+    """
+    w, q = jnp.linalg.eigh(a)
+    return mm(q * f(w)[..., None, :], q.mT)
+
+
+@sym_function.defjvp
+def _sym_function_jvp(f: Callable[[jax.Array], jax.Array], df: Callable[[jax.Array], jax.Array],
+                      primals: tuple[jax.Array], tangents: tuple[jax.Array]
+                      ) -> tuple[jax.Array, jax.Array]:
+    (a,), (a_dot,) = primals, tangents
+    w, q = jnp.linalg.eigh(a)
+    fw, dfw = f(w), df(w)
+    diff = w[..., :, None] - w[..., None, :]
+    scale = jnp.max(jnp.abs(w), axis=-1)[..., None, None]
+    close = jnp.abs(diff) <= float(np.finfo(w.dtype).eps) ** (1 / 3) * scale
+    divided = (fw[..., :, None] - fw[..., None, :]) / jnp.where(close, 1, diff)
+    slopes = jnp.where(close, 0.5 * (dfw[..., :, None] + dfw[..., None, :]), divided)
+    out = mm(q * fw[..., None, :], q.mT)
+    return out, mm(q, mm(slopes * mm(q.mT, mm(sym(a_dot), q)), q.mT))
+
+
+def arctan_sv(a: jax.Array) -> jax.Array:
+    r"""``U arctan(Σ) Vᵀ`` for ``A = UΣVᵀ`` of shape ``(..., m, k)``, without an SVD.
+
+    .. math::
+        U \arctan(\Sigma) V^T = A\, f(A^TA), \qquad f(u) = \frac{\arctan\sqrt u}{\sqrt u},
+        \quad f(0) = 1
+
+    through :func:`sym_function` on the k×k matrix ``AᵀA``, so the derivative exists at repeated
+    and at zero singular values (an SVD's does not), and is ``Ȧ`` at ``A = 0``. It is the
+    logarithm's last step on the Grassmann manifold (``A = tan Θ`` in principal angles) and on
+    the orthogonal group (``A = tan(K/2)``).
+    """
+    return mm(a, sym_function(_arctan_ratio, _arctan_ratio_slope, mm(a.mT, a)))
+
+
+def _arctan_ratio(u: jax.Array) -> jax.Array:
+    # Eigenvalues of AᵀA may come out slightly negative; f is even in √u, so clip them.
+    u = jnp.maximum(u, 0)
+    positive = u > 0
+    r = jnp.sqrt(jnp.where(positive, u, 1))
+    return jnp.where(positive, jnp.arctan(r) / r, 1)
+
+
+# f'(u) = Σ_{k≥1} k(-1)^k u^{k-1}/(2k+1): below u = 0.01 nine terms reach the unit roundoff,
+# where the closed form (1/(1 + u) - f(u))/(2u) loses digits to cancellation.
+_ARCTAN_SLOPE_SERIES = tuple(k * (-1) ** k / (2 * k + 1) for k in range(1, 10))
+
+
+def _arctan_ratio_slope(u: jax.Array) -> jax.Array:
+    u = jnp.maximum(u, 0)
+    small = u < 0.01
+    series = jnp.zeros_like(u)
+    for c in reversed(_ARCTAN_SLOPE_SERIES):
+        series = series * u + c
+    safe = jnp.where(small, 1, u)
+    return jnp.where(small, series, (1 / (1 + safe) - _arctan_ratio(safe)) / (2 * safe))

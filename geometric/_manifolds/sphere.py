@@ -1,0 +1,123 @@
+r"""The unit sphere S^{n-1} ⊂ ℝⁿ."""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from .._core.checks import check_int_field
+from .._core.kernels import safe_sqrt
+from .._core.manifold import AbstractManifold
+
+__all__ = ["Sphere"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sphere(AbstractManifold):
+    r"""The unit sphere of vectors ``x`` of shape ``(n,)`` with ``‖x‖ = 1`` (St(n, 1) as vectors).
+
+    .. math::
+        S^{n-1} = \{x \in \mathbb{R}^n : x^Tx = 1\}, \qquad T_x = \{v : x^Tv = 0\}, \qquad
+        P_x(v) = v - x\,(x^Tv)
+
+    The metric is ``vᵀw``, so the Riemannian gradient is the projection of ``g``. The retraction
+    ``(x + v)/‖x + v‖`` corrects itself; vector transport is the projection onto the new tangent
+    space; :meth:`manifold_error` is ``|xᵀx - 1|``. Geodesics are great circles:
+
+    .. math::
+        \exp_x(v) = \cos(\|v\|)\,x + \frac{\sin\|v\|}{\|v\|}\,v, \qquad
+        \log_x(y) = \frac{\theta}{\|u\|}\,u, \quad u = y - (x^Ty)\,x, \qquad
+        d(x, y) = \theta = \operatorname{atan2}(\|u\|, x^Ty)
+
+    (``atan2`` rather than ``arccos(xᵀy)``: accurate for near and for far points). ``log`` is
+    undefined at the antipode ``y = -x`` (it returns 0 there; ``dist`` returns π).
+
+    Args:
+      n: ambient dimension, ``n ≥ 1``.
+
+    Raises:
+      TypeError: ``n`` is not an int.
+      ValueError: ``n < 1``.
+
+    References:
+      P.-A. Absil, R. Mahony, R. Sepulchre, "Optimization Algorithms on Matrix Manifolds" (2008).
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, geometric
+      >>> s = geometric.Sphere(3)
+      >>> x = jnp.array([1.0, 0.0, 0.0])
+      >>> print(s.retract(x, jnp.array([0.0, 1.0, 0.0])).round(4))
+      [0.7071 0.7071 0.    ]
+      >>> print(f"{s.dist(x, jnp.array([0.0, 0.0, 1.0])):.4f}")  # π/2
+      1.5708
+    """
+
+    n: int
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "log", "dist", "frame"})
+    self_correcting: ClassVar[bool] = True
+    _error_formula: ClassVar[str] = "|xᵀx − 1|"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", check_int_field("Sphere", "n", self.n))
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.n,)
+
+    def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
+        # A normalised Gaussian is uniform on the sphere (the sign-corrected QR of an n×1 matrix).
+        return _normalize(jax.random.normal(key, (self.n,), dtype))
+
+    def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        return v - x * _dot(x, v)[..., None]
+
+    def _project_point(self, x: jax.Array) -> jax.Array:
+        return _normalize(x)
+
+    def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        return _normalize(x + v)
+
+    def _manifold_error(self, x: jax.Array) -> jax.Array:
+        return jnp.abs(_dot(x, x) - 1)
+
+    def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        t = safe_sqrt(_dot(v, v))[..., None]
+        return jnp.cos(t) * x + jnp.sinc(t / jnp.pi) * v  # sinc(t/π) = sin(t)/t, smooth at 0
+
+    def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        u, norm, theta = _chord(x, y)
+        # θ/‖u‖ → 1 as y → x; the inner where() keeps the masked branch's derivative finite.
+        positive = norm > 0
+        return jnp.where(positive, theta / jnp.where(positive, norm, 1), 1)[..., None] * u
+
+    def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        return _chord(x, y)[2]
+
+    def _to_frame(self, x: jax.Array) -> jax.Array:
+        return x[..., None]
+
+    def _from_frame(self, y: jax.Array) -> jax.Array:
+        return y[..., 0]
+
+
+def _dot(u: jax.Array, v: jax.Array) -> jax.Array:
+    return jnp.sum(u * v, axis=-1)
+
+
+def _chord(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``u = P_x(y)``, ``‖u‖`` and the angle ``θ = atan2(‖u‖, xᵀy)`` between ``x`` and ``y``.
+
+    ``u`` is formed from ``y - x``: equal to ``y - (xᵀy)x`` on the sphere, accurate for close
+    points, and exactly 0 at ``y = x``, where ``θ`` then has derivative 0.
+    """
+    d = y - x
+    u = d - x * _dot(x, d)[..., None]
+    norm = safe_sqrt(_dot(u, u))
+    return u, norm, jnp.arctan2(norm, _dot(x, y))
+
+
+def _normalize(x: jax.Array) -> jax.Array:
+    return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
