@@ -174,7 +174,7 @@ class Rule:
                                       tuple(res_dots[i] for i in moving))
             total = by_residuals if total is None else [a + b for a, b in zip(total, by_residuals)]
         if total is None:
-            total = [ad.Zero.from_primal_value(y) for y in out]  # type: ignore[attr-defined]
+            total = [ad.Zero(jax.typeof(y).to_tangent_aval()) for y in out]
         return out, total
 
     def _batch(self, args, dims, *, static, trees, batch):
