@@ -48,7 +48,7 @@ def closed_form_inv(a: jax.Array) -> jax.Array:
 
     Examples:
       >>> import jax.numpy as jnp
-      >>> from rules._small import closed_form_inv
+      >>> from rules._linalg.small import closed_form_inv
       >>> closed_form_inv(jnp.array([[2.0, 1.0], [1.0, 1.0]], dtype=jnp.float32))
       Array([[ 1., -1.],
              [-1.,  2.]], dtype=float32)
