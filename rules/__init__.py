@@ -11,7 +11,11 @@ from ._core.rrule import register_frule as register_frule
 from ._core.rrule import rrule as rrule
 from ._layers.attention import volume_preserving_attention as volume_preserving_attention
 from ._layers.feedforward import volume_preserving_feedforward as volume_preserving_feedforward
+from ._linalg.dense import SlogdetResult as SlogdetResult
+from ._linalg.dense import det as det
 from ._linalg.dense import inv as inv
+from ._linalg.dense import slogdet as slogdet
+from ._linalg.dense import solve as solve
 from ._linalg.matfun import cayley as cayley
 from ._linalg.qr import LQResult as LQResult
 from ._linalg.qr import QRResult as QRResult
@@ -34,10 +38,12 @@ __all__ = [
     "LQResult",
     "QRResult",
     "SkewSymmetric",
+    "SlogdetResult",
     "StrictlyLower",
     "StrictlyUpper",
     "Symmetric",
     "cayley",
+    "det",
     "frule",
     "internal",
     "inv",
@@ -46,6 +52,8 @@ __all__ = [
     "qr",
     "register_frule",
     "rrule",
+    "slogdet",
+    "solve",
     "tensor_mat_mul",
     "tensor_tensor_mul",
     "tensor_transpose",
