@@ -11,6 +11,8 @@ from ._core.rrule import register_frule as register_frule
 from ._core.rrule import rrule as rrule
 from ._layers.attention import volume_preserving_attention as volume_preserving_attention
 from ._layers.feedforward import volume_preserving_feedforward as volume_preserving_feedforward
+from ._linalg.cholesky import cho_solve as cho_solve
+from ._linalg.cholesky import cholesky as cholesky
 from ._linalg.dense import SlogdetResult as SlogdetResult
 from ._linalg.dense import det as det
 from ._linalg.dense import inv as inv
@@ -43,6 +45,8 @@ __all__ = [
     "StrictlyUpper",
     "Symmetric",
     "cayley",
+    "cho_solve",
+    "cholesky",
     "det",
     "frule",
     "internal",
