@@ -23,6 +23,10 @@ from ._linalg.qr import LQResult as LQResult
 from ._linalg.qr import QRResult as QRResult
 from ._linalg.qr import lq as lq
 from ._linalg.qr import qr as qr
+from ._linalg.spectral import EighResult as EighResult
+from ._linalg.spectral import SVDResult as SVDResult
+from ._linalg.spectral import eigh as eigh
+from ._linalg.spectral import svd as svd
 from ._tensor.products import mat_tensor_mul as mat_tensor_mul
 from ._tensor.products import tensor_mat_mul as tensor_mat_mul
 from ._tensor.products import tensor_tensor_mul as tensor_tensor_mul
@@ -37,8 +41,10 @@ from ._tensor.structured import Symmetric as Symmetric
 __version__ = "0.2.0.dev0"
 
 __all__ = [
+    "EighResult",
     "LQResult",
     "QRResult",
+    "SVDResult",
     "SkewSymmetric",
     "SlogdetResult",
     "StrictlyLower",
@@ -48,6 +54,7 @@ __all__ = [
     "cho_solve",
     "cholesky",
     "det",
+    "eigh",
     "frule",
     "internal",
     "inv",
@@ -58,6 +65,7 @@ __all__ = [
     "rrule",
     "slogdet",
     "solve",
+    "svd",
     "tensor_mat_mul",
     "tensor_tensor_mul",
     "tensor_transpose",
