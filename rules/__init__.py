@@ -19,6 +19,7 @@ from ._linalg.dense import inv as inv
 from ._linalg.dense import slogdet as slogdet
 from ._linalg.dense import solve as solve
 from ._linalg.matfun import cayley as cayley
+from ._linalg.matfun import expm as expm
 from ._linalg.qr import LQResult as LQResult
 from ._linalg.qr import QRResult as QRResult
 from ._linalg.qr import lq as lq
@@ -55,6 +56,7 @@ __all__ = [
     "cholesky",
     "det",
     "eigh",
+    "expm",
     "frule",
     "internal",
     "inv",
