@@ -17,7 +17,7 @@ from jax.typing import ArrayLike
 from .._core.arrays import eye_like, mm
 from .._core.checks import HALF_DTYPES, INEXACT_DTYPES, as_inexact_matrix, check_array, is_half
 from .._core.rule import Rule
-from .small import MAX_CLOSED_FORM_N, closed_form_cofactors, closed_form_inv
+from .small import MAX_CLOSED_FORM_N, closed_form_cofactors, closed_form_inv, cofactor_entries
 
 __all__ = ["SlogdetResult", "det", "inv", "slogdet", "solve"]
 
@@ -301,23 +301,25 @@ def det(a: ArrayLike) -> jax.Array:
 
 
 def _det_forward(a):
-    n = a.shape[-1]
-    if n <= MAX_CLOSED_FORM_N:
-        cof, d = closed_form_cofactors(a)
-    else:
-        d, cof = _det_and_cofactors_lu(a)
-    if is_half(a):
-        d = jnp.linalg.det(a)
-    return d, cof
+    if a.shape[-1] > MAX_CLOSED_FORM_N:
+        return _det_and_cofactors_lu(a)  # half precision raises there, as jnp.linalg.det does
+    # Tiny matrices keep A: the cofactors are recomputed where they are needed, fused into the
+    # derivative's own elementwise loop, instead of being stored.
+    return (jnp.linalg.det(a) if is_half(a) else closed_form_cofactors(a)[1]), a
 
 
-def _det_pushforward(cof, a_dot):
+def _det_pushforward(res, a_dot):
     """``ḋ = Σ C ⊙ Ȧ``."""
-    return jnp.sum(cof * a_dot, axis=(-2, -1))
+    n = res.shape[-1]
+    if n <= MAX_CLOSED_FORM_N and n > 0:
+        cof, _ = cofactor_entries(res)
+        return sum(cof[i][j] * a_dot[..., i, j] for i in range(n) for j in range(n))
+    return jnp.sum(res * a_dot, axis=(-2, -1))
 
 
-def _det_pullback(cof, d_bar):
+def _det_pullback(res, d_bar):
     """``Ā = d̄ C``."""
+    cof = closed_form_cofactors(res)[0] if res.shape[-1] <= MAX_CLOSED_FORM_N else res
     return (d_bar[..., None, None] * cof,)
 
 
@@ -412,21 +414,36 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
 
 def _slogdet_forward(a):
     n = a.shape[-1]
-    if is_half(a) or n > MAX_CLOSED_FORM_N:
-        sign, logabsdet = jnp.linalg.slogdet(a)
-        if n <= MAX_CLOSED_FORM_N:
-            cof, d = closed_form_cofactors(a)
-            inv_t = cof / d[..., None, None]
-        else:
-            lu, _, perm = lax.linalg.lu(a)
-            inv_t = _solve_with((lu, perm), eye_like(a), transpose=True)
-    else:
+    if _tiny(n, a.dtype):
         cof, d = closed_form_cofactors(a)
         abs_d = jnp.abs(d)
         sign = jnp.where(abs_d == 0, 0, d / jnp.where(abs_d == 0, 1, abs_d).astype(d.dtype))
         logabsdet = jnp.log(abs_d)
         inv_t = cof / d[..., None, None]
+    elif is_half(a):
+        sign, logabsdet = jnp.linalg.slogdet(a)
+        inv_t = jnp.linalg.inv(a).mT
+    else:
+        lu, pivots, perm = lax.linalg.lu(a)
+        sign, logabsdet = _slogdet_from_lu(lu, pivots)
+        inv_t = _solve_with((lu, perm), eye_like(a), transpose=True)
     return SlogdetResult(sign, logabsdet), (sign, inv_t)
+
+
+def _slogdet_from_lu(lu, pivots):
+    """Sign and log-modulus of ``det A`` from ``A[perm] = L U`` (as ``jnp.linalg.slogdet``)."""
+    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
+    iota = lax.broadcasted_iota(pivots.dtype, pivots.shape, pivots.ndim - 1)
+    parity = jnp.count_nonzero(pivots != iota, axis=-1)
+    abs_diag = jnp.abs(diag)
+    singular = jnp.any(abs_diag == 0, axis=-1)
+    if jnp.iscomplexobj(lu):
+        sign = jnp.prod(diag / jnp.where(abs_diag == 0, 1, abs_diag).astype(diag.dtype), axis=-1)
+    else:
+        sign = jnp.ones((), lu.dtype)
+        parity = parity + jnp.count_nonzero(diag < 0, axis=-1)
+    sign = jnp.where(singular, 0, sign * jnp.where(parity % 2 == 0, 1, -1).astype(lu.dtype))
+    return sign, jnp.sum(jnp.log(abs_diag), axis=-1)
 
 
 def _slogdet_pushforward(res, a_dot):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from .._core.checks import HALF_DTYPES, INEXACT_DTYPES, check_matrix
 
-__all__ = ["MAX_CLOSED_FORM_N", "closed_form_cofactors", "closed_form_inv"]
+__all__ = ["MAX_CLOSED_FORM_N", "closed_form_cofactors", "closed_form_inv", "cofactor_entries"]
 
 # Beyond 4 the cofactor expansion costs more than LU and loses accuracy faster.
 MAX_CLOSED_FORM_N = 4
@@ -60,7 +60,7 @@ def closed_form_inv(a: jax.Array) -> jax.Array:
     _check_size("closed_form_inv", a, "jnp.linalg.inv")
     if a.shape[-1] == 0:
         return a
-    cof, det = _cofactor_entries(a)
+    cof, det = cofactor_entries(a)
     n = len(cof)
     inv_det = 1 / det
     rows = [jnp.stack([cof[j][i] * inv_det for j in range(n)], axis=-1) for i in range(n)]
@@ -99,7 +99,7 @@ def closed_form_cofactors(a: jax.Array) -> tuple[jax.Array, jax.Array]:
     _check_size("closed_form_cofactors", a, "rules.det")
     if a.shape[-1] == 0:
         return a, jnp.ones(a.shape[:-2], a.dtype)
-    cof, det = _cofactor_entries(a)
+    cof, det = cofactor_entries(a)
     return jnp.stack([jnp.stack(row, axis=-1) for row in cof], axis=-2), det
 
 
@@ -109,8 +109,11 @@ def _check_size(fname, a, alternative):
                          f"{MAX_CLOSED_FORM_N}; got {tuple(a.shape)}. Use {alternative}.")
 
 
-def _cofactor_entries(a):
-    """Cofactors (a list of lists of batch arrays) and the determinant of ``a``, ``n ≥ 1``."""
+def cofactor_entries(a: jax.Array) -> tuple[list[list[jax.Array]], jax.Array]:
+    """Cofactors ``C_ij`` (a list of lists of batch arrays) and the determinant, ``1 ≤ n ≤ 4``.
+
+    Unstacked, so that a caller's elementwise expression in them fuses into one loop.
+    """
     n = a.shape[-1]
     entries = [[a[..., i, j] for j in range(n)] for i in range(n)]
     cof = [[_cofactor(entries, i, j) for j in range(n)] for i in range(n)]
