@@ -191,29 +191,34 @@ def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
 
 
 def _cho_solve_forward(l, b):
-    x = _solve_factored(l, b)
-    return x, (l, x)
+    y = lax.linalg.triangular_solve(l, b, left_side=True, lower=True)
+    x = lax.linalg.triangular_solve(l, y, left_side=True, lower=True, transpose_a=True,
+                                    conjugate_a=True)
+    return x, (l, y, x)
 
 
 def _cho_solve_pushforward(res, l_dot, b_dot):
-    """``Ẋ = A⁻¹(Ḃ - L̇(LᴴX) - L(L̇ᴴX))`` with ``L̇ = tril(ċ)``."""
-    l, x = res
+    """``Ẋ = A⁻¹(Ḃ - L̇(LᴴX) - L(L̇ᴴX))`` with ``L̇ = tril(ċ)`` and ``LᴴX = Y``."""
+    l, y, x = res
     rhs = 0
     if l_dot is not None:
         l_dot = jnp.tril(l_dot)
-        rhs = -mm(l_dot, mm(mH(l), x)) - mm(l, mm(mH(l_dot), x))
+        rhs = -mm(l_dot, y) - mm(l, mm(mH(l_dot), x))
     if b_dot is not None:
         rhs = rhs + b_dot
     return _solve_factored(l, rhs)
 
 
 def _cho_solve_pullback(res, x_bar):
-    """``B̄ = conj(A)⁻¹ X̄``, ``L̄ = -tril(B̄ (Xᵀ conj L) + conj(X) (B̄ᴴ conj L))``."""
-    l, x = res
-    l_c = conj(l)
-    b_bar = _solve_factored(l_c, x_bar)
-    l_bar = -jnp.tril(mm(b_bar, mm(x.mT, l_c)) + mm(conj(x), mm(mH(b_bar), l_c)))
-    return l_bar, b_bar
+    """``Z = conj(L)⁻¹ X̄``, ``B̄ = L⁻ᵀ Z``, ``L̄ = -tril(B̄ Yᵀ + conj(X) Zᴴ)`` with ``Y = L⁻¹B``.
+
+    The same as ``-tril((Ā + Āᴴ) conj L)`` with ``Ā = -B̄ Xᵀ``, since ``Xᵀ conj L = Yᵀ`` and
+    ``B̄ᴴ conj L = Zᴴ``: two outer products instead of four products.
+    """
+    l, y, x = res
+    z = lax.linalg.triangular_solve(l, x_bar, left_side=True, lower=True, conjugate_a=True)
+    b_bar = lax.linalg.triangular_solve(l, z, left_side=True, lower=True, transpose_a=True)
+    return -jnp.tril(mm(b_bar, y.mT) + mm(conj(x), mH(z))), b_bar
 
 
 _cho_solve = Rule("cho_solve", _cho_solve_forward, _cho_solve_pushforward, _cho_solve_pullback)
