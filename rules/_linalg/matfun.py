@@ -138,7 +138,7 @@ def expm(a: ArrayLike) -> jax.Array:
       ValueError: ``a`` is not of shape ``(..., n, n)``.
 
     Notes:
-      Forward: ``s = max(0, ⌈log₂(‖A‖₁/θ)⌉)`` per slice, the ``[m/m]`` Padé approximant of
+      Forward: ``s = max(0, ⌊log₂(‖A‖₁/θ)⌋)`` per slice, the ``[m/m]`` Padé approximant of
       ``A/2ˢ`` (``m = 13``, ``θ = 5.37`` in double precision; ``m = 7``, ``θ = 3.93`` in single),
       then ``s`` squarings; a batch runs ``max s`` squarings, each slice keeping its own ``s``.
       Residuals: the scaled matrix and its powers, the Padé intermediates, the factorisation of
@@ -177,7 +177,9 @@ def _expm_forward(a):
     m = 13 if jnp.finfo(a.dtype).bits == 64 else 7
     b = _coefficients(m)
     norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
-    s = jnp.maximum(0, jnp.ceil(jnp.log2(norm / _THETA[m])))
+    # ⌊·⌋ as jax.scipy.linalg.expm, not Higham's ⌈·⌉: ‖A/2ˢ‖₁ < 2θ, one squaring fewer, and as
+    # accurate or more (measured on random matrices up to ‖A‖₁ = 40 in both precisions).
+    s = jnp.maximum(0, jnp.floor(jnp.log2(norm / _THETA[m])))
     too_big = ~(s <= MAX_SQUARINGS)  # also NaN and inf
     s = jnp.where(too_big, 0, s)
     x = a * (2.0 ** -s).astype(a.dtype)[..., None, None]
