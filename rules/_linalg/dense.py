@@ -276,18 +276,20 @@ def det(a: ArrayLike) -> jax.Array:
       ValueError: ``a`` is not of shape ``(..., n, n)``.
 
     Notes:
-      The residual is ``C``, the derivative itself, so the pushforward is one elementwise product
-      per tangent and the pullback a scaling. For ``n ≤ 4`` the forward computes ``C`` and ``det``
-      as polynomials of the entries (``rules/_linalg/small.py``): exact cofactors at every
-      singular matrix. For larger ``n`` they come from one LU factorisation,
+      For ``n ≤ 4`` ``det`` and ``C`` are polynomials of the entries (``rules/_linalg/small.py``),
+      exact cofactors at every singular matrix; the residual is ``A`` and the derivatives
+      evaluate ``C`` inside their own elementwise loop. For larger ``n`` the residual is ``C``,
+      the derivative itself (a tangent costs one elementwise product), from one LU factorisation,
       ``adj(A) = ±adj(U) L⁻¹ P``, with ``adj(U)`` by a rank-one update of the triangular inverse
       that stays exact when ``U`` has one zero pivot: at a singular ``a`` the gradient is the
-      (finite) cofactor matrix whenever the LU of ``a`` has at most one zero pivot (always the
-      case at rank ``n - 1`` unless a leading block is singular too), and zero when it has more
-      (exact at rank ``≤ n - 2``). JAX's gradient is zero where a zero pivot is not the last one.
+      (finite) cofactor matrix whenever the LU of ``a`` has at most one zero pivot, and zero when
+      it has more: exact at rank ``≤ n - 2``, and at rank ``n - 1`` except in the rare case where
+      partial pivoting meets two zero pivots (a zero leading column and a dependent later one).
+      JAX's gradient is zero wherever a zero pivot is not the last one.
 
     References:
-      M. Giles (2008), §2.2; C. G. Broyden's adjugate identity ``A adj(A) = det(A) I``.
+      M. Giles, "An extended collection of matrix derivative results for forward and reverse mode
+      algorithmic differentiation" (2008), §2.2 (Jacobi's formula).
 
     Examples:
       >>> import jax, jax.numpy as jnp, rules
@@ -327,15 +329,14 @@ _det = Rule("det", _det_forward, _det_pushforward, _det_pullback)
 
 
 def _det_and_cofactors_lu(a):
-    """``det A`` and the cofactor matrix ``adj(A)ᵀ`` from one LU factorisation ``A[perm] = L U``.
+    """``det A`` and the cofactor matrix ``C = adj(A)ᵀ`` from one LU factorisation ``A[π] = LU``.
 
-    ``A = Pᵀ L U`` gives ``adj(A) = adj(U) adj(L) adj(Pᵀ) = s · adj(U) L⁻¹ P`` with ``s = det P``.
-    For ``adj(U)``, replace the diagonal entry ``u_kk`` of smallest modulus by ``τ ≠ 0`` (``Ũ``):
-    by Sherman–Morrison, ``adj(U) = p (u_kk Ũ⁻¹ + τ(τ - u_kk) w vᵀ)`` with ``p = Π_{i≠k} u_ii``,
-    ``w = Ũ⁻¹e_k``, ``vᵀ = e_kᵀŨ⁻¹``: a polynomial in ``u_kk``, exact at ``u_kk = 0``. With
-    ``τ = max |u_ii|`` the two terms do not cancel catastrophically.
+    ``A = PᵀLU`` gives ``adj(A) = adj(U) adj(L) adj(Pᵀ) = σ adj(U) L⁻¹ P`` (``σ = det P``), so
+    ``C = σ Pᵀ L⁻ᵀ adj(U)ᵀ``. For ``adj(U)``, replace the diagonal entry ``u_kk`` of smallest
+    modulus by ``τ ≠ 0`` (``Ũ``): by Sherman–Morrison, ``adj(U) = p (u_kk Ũ⁻¹ + τ(τ - u_kk) w vᵀ)``
+    with ``p = Π_{i≠k} u_ii``, ``w = Ũ⁻¹e_k``, ``vᵀ = e_kᵀŨ⁻¹``: a polynomial in ``u_kk``, exact
+    at ``u_kk = 0``. With ``τ = max |u_ii|`` the two terms do not cancel catastrophically.
     """
-    n = a.shape[-1]
     lu, pivots, perm = lax.linalg.lu(a)
     diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
     iota = lax.broadcasted_iota(pivots.dtype, pivots.shape, pivots.ndim - 1)
@@ -343,22 +344,25 @@ def _det_and_cofactors_lu(a):
     sign = jnp.where(parity % 2 == 0, 1, -1).astype(a.dtype)
     d = sign * jnp.prod(diag, axis=-1)
     k = jnp.argmin(jnp.abs(diag), axis=-1)
-    at_k = iota == k[..., None]
-    u_kk = jnp.sum(jnp.where(at_k, diag, 0), axis=-1)
+    at_k = iota == k[..., None].astype(iota.dtype)
+    u_kk = jnp.take_along_axis(diag, k[..., None], axis=-1)[..., 0]
     p = sign * jnp.prod(jnp.where(at_k, 1, diag), axis=-1)
     tau = jnp.max(jnp.abs(diag), axis=-1).astype(a.dtype)
     tau = jnp.where(tau == 0, 1, tau)
-    # Other zero pivots (then p = 0 and adj(U) = 0) are set to 1 so that Ũ⁻¹ stays finite.
+    # Other zero pivots (then p = 0 and adj(U) = 0) are set to 1 so that Ũ⁻¹ stays finite. The
+    # solves read one triangle of their matrix, so Ũ is LU with a new diagonal.
     new_diag = jnp.where(at_k, tau[..., None], jnp.where(diag == 0, 1, diag))
-    u_tilde = jnp.triu(lu, 1) + new_diag[..., None] * eye_like(lu)
-    u_inv = lax.linalg.triangular_solve(u_tilde, eye_like(lu), left_side=True, lower=False)
-    w = jnp.sum(jnp.where(at_k[..., None, :], u_inv, 0), axis=-1)  # column k
-    v = jnp.sum(jnp.where(at_k[..., :, None], u_inv, 0), axis=-2)  # row k
-    adj_u = p[..., None, None] * (u_kk[..., None, None] * u_inv
-                                  + (tau * (tau - u_kk))[..., None, None] * w[..., :, None] * v[..., None, :])
-    x = lax.linalg.triangular_solve(lu, adj_u, left_side=False, lower=True, unit_diagonal=True)
-    adj = jnp.take_along_axis(x, jnp.argsort(perm, axis=-1)[..., None, :], axis=-1)
-    return d, adj.mT
+    u_tilde = lu + (new_diag - diag)[..., None] * eye_like(lu)
+    u_inv_t = lax.linalg.triangular_solve(u_tilde, eye_like(lu), left_side=True, lower=False,
+                                          transpose_a=True)  # Ũ⁻ᵀ: its row k is w, column k is v
+    w = jnp.take_along_axis(u_inv_t, k[..., None, None], axis=-2)[..., 0, :]
+    v = jnp.take_along_axis(u_inv_t, k[..., None, None], axis=-1)[..., 0]
+    adj_u_t = p[..., None, None] * (u_kk[..., None, None] * u_inv_t
+                                    + (tau * (tau - u_kk))[..., None, None] * v[..., :, None]
+                                    * w[..., None, :])
+    y = lax.linalg.triangular_solve(lu, adj_u_t, left_side=True, lower=True, unit_diagonal=True,
+                                    transpose_a=True)
+    return d, jnp.take_along_axis(y, jnp.argsort(perm, axis=-1)[..., :, None], axis=-2)
 
 
 # ==============================================================================================
