@@ -142,10 +142,10 @@ def expm(a: ArrayLike) -> jax.Array:
       ``A/2ˢ`` (``m = 13``, ``θ = 5.37`` in double precision; ``m = 7``, ``θ = 3.93`` in single),
       then ``s`` squarings; a batch runs ``max s`` squarings, each slice keeping its own ``s``.
       Residuals: the scaled matrix and its powers, the Padé intermediates, the factorisation of
-      the denominator (the closed-form inverse for ``n ≤ 4``, LU otherwise) and the squares.
-      Pushforward and pullback then cost about two matrix products per product of the forward
-      and one solve with the stored factors, without repeating the forward; the pullback is the
-      same recurrence with every intermediate transposed. This measured several times faster
+      the denominator (the closed-form inverse for ``n ≤ 4``, LU otherwise) and ``r(A/2ˢ)``.
+      Pushforward and pullback then cost two matrix products per product of the Padé step, one
+      solve with the stored factors and three products per squaring (the squares are
+      recomputed); the pullback is the same recurrence with every intermediate transposed. This measured several times faster
       than the exponential of the ``2n × 2n`` block matrix ``[[Aᵀ, X̄], [0, Aᵀ]]``
       (``benchmarks/bench_decompositions.py``).
 
@@ -201,9 +201,8 @@ def _expm_forward(a):
     q = v - u
     factors = _factor(q)
     r0 = _solve_with(factors, v + u)
-    r, squares = _squarings(r0, s)
-    out = jnp.where(too_big[..., None, None], jnp.nan, r)
-    return out, (pade, factors, r0, squares, s)
+    out = jnp.where(too_big[..., None, None], jnp.nan, _squarings(r0, s))
+    return out, (pade, factors, r0, s)
 
 
 def _expm_pushforward(res, a_dot):
@@ -233,19 +232,18 @@ def _factor(q):
 
 
 def _squarings(r0, s):
-    """``R ← R²`` while ``i < s`` per slice; also every ``Rᵢ`` before its squaring."""
+    """``R ← R²`` while ``i < s``, per slice; a batch runs ``max s`` steps."""
     s_max = jnp.max(s, initial=0)
 
     def step(r, i):
-        squared = lax.cond(i < s_max, lambda r: jnp.where((i < s)[..., None, None], mm(r, r), r),
-                           lambda r: r, r)
-        return squared, r
+        return lax.cond(i < s_max, lambda r: jnp.where((i < s)[..., None, None], mm(r, r), r),
+                        lambda r: r, r), None
 
-    return lax.scan(step, r0, jnp.arange(MAX_SQUARINGS, dtype=s.dtype))
+    return lax.scan(step, r0, jnp.arange(MAX_SQUARINGS, dtype=s.dtype))[0]
 
 
 def _expm_frechet(res, e, *, transpose):
-    pade, factors, r0, squares, s = res
+    pade, factors, r0, s = res
     t = (lambda y: y.mT) if transpose else (lambda y: y)
     pade, r0 = [t(y) for y in pade], t(r0)
     e = e * (2.0 ** -s).astype(e.dtype)[..., None, None]
@@ -270,12 +268,14 @@ def _expm_frechet(res, e, *, transpose):
     l0 = _solve_with(factors, lu + lv + mm(lu - lv, r0), transpose=transpose)
     s_max = jnp.max(s, initial=0)
 
-    def step(l, ri):
-        r, i = ri
-        r = t(r)
-        new = lax.cond(i < s_max, lambda l: jnp.where((i < s)[..., None, None], mm(r, l) + mm(l, r), l),
-                       lambda l: l, l)
-        return new, None
+    def step(carry, i):
+        # Lᵢ₊₁ = Rᵢ Lᵢ + Lᵢ Rᵢ with Rᵢ₊₁ = Rᵢ² recomputed: storing the forward's squares (a
+        # stack of 16, written in a scan or a conditional) measured slower than s products.
+        def square(carry):
+            l, r = carry
+            on = (i < s)[..., None, None]
+            return jnp.where(on, mm(r, l) + mm(l, r), l), jnp.where(on, mm(r, r), r)
+        return lax.cond(i < s_max, square, lambda c: c, carry), None
 
-    l, _ = lax.scan(step, l0, (squares, jnp.arange(MAX_SQUARINGS, dtype=s.dtype)))
+    (l, _), _ = lax.scan(step, (l0, r0), jnp.arange(MAX_SQUARINGS, dtype=s.dtype))
     return l
