@@ -81,7 +81,12 @@ def _reciprocal(x, degenerate, fill):
 
 
 def _pair_reciprocal(x, degenerate, fill):
-    """``1/x`` for the off-diagonal pairs, ``fill`` for degenerate pairs, ``0`` on the diagonal."""
+    """``1/x`` for the off-diagonal pairs, ``fill`` for degenerate pairs, ``0`` on the diagonal.
+
+    The diagonal (``x = 0``) is degenerate too, so it needs no mask of its own when ``fill = 0``.
+    """
+    if fill == 0:
+        return _reciprocal(x, degenerate, fill)
     diagonal = jnp.broadcast_to(jnp.eye(x.shape[-1], dtype=bool), x.shape)
     return jnp.where(diagonal, 0, _reciprocal(jnp.where(diagonal, 1, x), degenerate, fill))
 
