@@ -15,13 +15,15 @@ from tests.rules.linalg.sharded import assert_sharded_like_unsharded
 def test_expm_finite_differences():
     # LU of the Padé denominator and a few squarings; tiny matrices (the closed-form inverse) are
     # compared with JAX's derivatives below.
-    check_rrule(rules.expm, 2.0 * rand((5, 5), 1, jnp.complex128))
+    # check_jit=False: op by op, the squaring loops compile one program per step and branch.
+    check_rrule(rules.expm, 2.0 * rand((5, 5), 1, jnp.complex128), check_jit=False)
 
 
-@pytest.mark.parametrize("shape,dtype", [((3, 3, 3), jnp.float64), ((2, 6, 6), jnp.complex128),
-                                         ((3, 3, 3), jnp.float32)])
+@pytest.mark.parametrize("shape,dtype", [((3, 3, 3), jnp.float64), ((2, 6, 6), jnp.float32)])
 def test_expm_matches_jax(shape, dtype):
-    # Slices of very different norms: each keeps its own number of squarings.
+    # Both Padé degrees (13 in double, 7 in single precision) and both denominator solves (closed
+    # form, LU); complex input is checked against finite differences above. Slices of very
+    # different norms: each keeps its own number of squarings.
     scales = jnp.array([0.01, 1.0, 30.0][: shape[0]])[:, None, None]
     a = (rand(shape, 2, dtype) * scales).astype(dtype)
     da, x_bar = rand(shape, 3, dtype), rand(shape, 4, dtype)
@@ -60,21 +62,19 @@ def test_expm_properties():
 def test_expm_higher_derivatives():
     # Against finite differences of the (checked) gradient: JAX's own expm takes minutes to
     # compile under jax.hessian.
-    a, d = rand((3, 3), 8), rand((3, 3), 9)
+    a, d = rand((2, 2), 8), rand((2, 2), 9)
 
     def loss(a):
         return jnp.sum(jnp.sin(rules.expm(a)))
 
     grad = jax.jit(jax.grad(loss))
-    jacobian, hvp, grad_of_grad = jax.jit(lambda a, d: (
-        jax.jacfwd(rules.expm)(a), jax.jvp(jax.grad(loss), (a,), (d,))[1],
+    hvp, grad_of_grad = jax.jit(lambda a, d: (
+        jax.jvp(jax.grad(loss), (a,), (d,))[1],
         jax.grad(lambda a: jnp.vdot(jax.grad(loss)(a), d))(a)))(a, d)
     eps = 1e-5
     fd = (grad(a + eps * d) - grad(a - eps * d)) / (2 * eps)
     assert rel_err(hvp, fd) < 1e-8
     assert rel_err(grad_of_grad, fd) < 1e-8  # the Hessian is symmetric
-    x, x_dot = jax.jvp(rules.expm, (a,), (d,))
-    np.testing.assert_allclose(jnp.einsum("ijkl,kl->ij", jacobian, d), x_dot, atol=1e-13)
 
 
 def test_expm_large_norm_and_nonfinite_are_nan_like_jax():

@@ -71,10 +71,12 @@ def test_eigh_finite_differences():
     check_rrule(eigh_invariants, herm(separated((5, 5), 1, jnp.complex128)))
 
 
-@pytest.mark.parametrize("shape,dtype,kwargs", [((2, 6, 5), jnp.float64, {}),
-                                                ((5, 2), jnp.complex128, {"full_matrices": True})])
+@pytest.mark.parametrize("shape,dtype,kwargs", [((6, 5), jnp.float64, {}),
+                                                ((4, 2), jnp.complex128, {"full_matrices": True})])
 def test_svd_finite_differences(shape, dtype, kwargs):
-    check_rrule(functools.partial(svd_invariants, **kwargs), separated(shape, 2, dtype))
+    # check_jit=False: the op-by-op run dominates the time; every other check runs under jit.
+    check_rrule(functools.partial(svd_invariants, **kwargs), separated(shape, 2, dtype),
+                check_jit=False)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
@@ -142,10 +144,7 @@ def fd_directional(loss, a, directions, eps=1e-6):
 def assert_gradient_is_finite_difference(loss, a, directions, jax_loss=None):
     g = jax.jit(jax.grad(loss))(a)
     assert np.all(np.isfinite(g))
-    ours = np.array([jnp.real(jnp.vdot(g, d)) for d in directions])
-    # Gradient in JAX's convention: for complex a, d loss = Re Σ g ⊙ ȧ... pair with conj: vdot.
-    if jnp.iscomplexobj(a):
-        ours = np.array([jnp.real(jnp.sum(g * d)) for d in directions])
+    ours = np.array([jnp.real(jnp.sum(g * d)) for d in directions])  # JAX's pairing
     np.testing.assert_allclose(ours, fd_directional(jax.jit(loss), a, directions), rtol=1e-6,
                                atol=1e-8)
     if jax_loss is not None:  # the same loss through JAX's own decomposition
