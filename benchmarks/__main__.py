@@ -18,7 +18,7 @@ import jax  # noqa: E402
 
 from ._harness import machine_info
 
-FAMILIES = ["linalg", "tensor", "geometric", "training"]
+FAMILIES = ["linalg", "decompositions", "tensor", "geometric", "training"]
 
 
 def main() -> None:

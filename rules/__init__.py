@@ -11,11 +11,19 @@ from ._core.rrule import register_frule as register_frule
 from ._core.rrule import rrule as rrule
 from ._layers.attention import volume_preserving_attention as volume_preserving_attention
 from ._layers.feedforward import volume_preserving_feedforward as volume_preserving_feedforward
+from ._linalg.cholesky import cho_solve as cho_solve
+from ._linalg.cholesky import cholesky as cholesky
+from ._linalg.dense import det as det
 from ._linalg.dense import inv as inv
+from ._linalg.dense import slogdet as slogdet
+from ._linalg.dense import solve as solve
 from ._linalg.matfun import cayley as cayley
+from ._linalg.matfun import expm as expm
 from ._linalg.qr import LQResult as LQResult
 from ._linalg.qr import lq as lq
 from ._linalg.qr import qr as qr
+from ._linalg.spectral import eigh as eigh
+from ._linalg.spectral import svd as svd
 from ._tensor.products import mat_tensor_mul as mat_tensor_mul
 from ._tensor.products import tensor_mat_mul as tensor_mat_mul
 from ._tensor.products import tensor_tensor_mul as tensor_tensor_mul
@@ -35,6 +43,11 @@ __all__ = [
     "StrictlyUpper",
     "Symmetric",
     "cayley",
+    "cho_solve",
+    "cholesky",
+    "det",
+    "eigh",
+    "expm",
     "frule",
     "internal",
     "inv",
@@ -43,6 +56,9 @@ __all__ = [
     "qr",
     "register_frule",
     "rrule",
+    "slogdet",
+    "solve",
+    "svd",
     "tensor_mat_mul",
     "tensor_tensor_mul",
     "tensor_transpose",

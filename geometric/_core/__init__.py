@@ -1,7 +1,7 @@
 """Machinery shared by the manifolds and the optimizers.
 
 * :mod:`.manifold`: :class:`AbstractManifold`, the template every manifold fills in with hooks;
-* :mod:`.frames`: :class:`AbstractFrameManifold`, the hooks St(n, p), Gr(n, p) and O(n) share
+* :mod:`.frames`: :class:`~geometric._core.frames.AbstractFrameManifold`, the hooks St(n, p), Gr(n, p) and O(n) share
   (Haar points, polar projection, ``‖YᵀY − I‖_F``, the ``(n, p)`` or transposed layout);
 * :mod:`.kernels`: the numerical kernels (QR and polar factors, low-rank rotations, φ, functions
   of symmetric matrices);

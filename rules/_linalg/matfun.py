@@ -1,21 +1,25 @@
-"""Rules of matrix functions: the Cayley transform."""
+"""Rules of matrix functions: the Cayley transform and the matrix exponential."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import lax
+from jax.typing import ArrayLike
 
 from .._core.arrays import eye_like, mm
-from .._core.checks import check_matrix
+from .._core.checks import as_inexact_matrix, check_matrix, is_half
 from .._core.rule import Rule
-from .small import MAX_CLOSED_FORM_N, closed_form_inv, jnp_inv
+from . import jax_ops
+from .dense import _solve_with
+from .small import MAX_CLOSED_FORM_N, closed_form_inv
 
-__all__ = ["cayley", "cayley_matrix", "inv_identity_plus"]
+__all__ = ["cayley", "cayley_matrix", "expm", "inv_identity_plus"]
 
 
 def inv_identity_plus(c: jax.Array) -> jax.Array:
     """``N = (I + C)⁻¹``: the adjugate formula for tiny slices, LU otherwise (plain JAX)."""
     a = eye_like(c) + c
-    return closed_form_inv(a) if c.shape[-1] <= MAX_CLOSED_FORM_N else jnp_inv(a)
+    return closed_form_inv(a) if c.shape[-1] <= MAX_CLOSED_FORM_N else jax_ops.inv(a)
 
 
 def cayley_matrix(c: jax.Array) -> jax.Array:
@@ -89,3 +93,190 @@ def _cayley_pullback(lam, lam_bar):
 
 
 _cayley = Rule("cayley", _cayley_forward, _cayley_pushforward, _cayley_pullback)
+
+
+# ==============================================================================================
+# Matrix exponential
+
+# Scaling and squaring (Higham 2005; Al-Mohy & Higham 2009): the [m/m] Padé approximant r_m is
+# accurate to the unit roundoff for ‖A‖₁ ≤ θ_m; θ₁₃ for double, θ₇ for single precision (the
+# degrees and thresholds jax.scipy.linalg.expm uses at the top of its range).
+_PADE = {
+    7: (17297280.0, 8648640.0, 1995840.0, 277200.0, 25200.0, 1512.0, 56.0, 1.0),
+    13: (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+         129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+         40840800.0, 960960.0, 16380.0, 182.0, 1.0),
+}
+_THETA = {7: 3.925724783138660, 13: 5.371920351148152}
+# As jax.scipy.linalg.expm: a slice that needs more squarings gives NaN.
+MAX_SQUARINGS = 16
+
+
+def expm(a: ArrayLike) -> jax.Array:
+    r"""Matrix exponential ``exp(A)`` with an explicit pushforward and pullback (Fréchet derivative).
+
+    .. math::
+        \dot X = L(A, \dot A) = \int_0^1 e^{tA}\,\dot A\, e^{(1-t)A}\,dt, \qquad
+        \bar A = L(A^T, \bar X)
+
+    ``X = exp(A)`` by scaling and squaring with a Padé approximant, as
+    ``jax.scipy.linalg.expm``; ``L(A, E)`` is the Fréchet derivative, the pullback in JAX's
+    convention is the Fréchet derivative at ``Aᵀ`` (plain transpose; ``exp`` is holomorphic).
+    Both derivatives run Al-Mohy & Higham's recurrence on the forward's own intermediates: the
+    exact derivative of the computed approximant. Derivation:
+    ``docs/derivations/decompositions.md#expm``.
+
+    Args:
+      a: array of shape ``(..., n, n)``; integers and booleans are promoted as in
+        ``jnp.linalg``; float16/bfloat16 go to ``jax.scipy.linalg.expm`` (which raises).
+
+    Returns:
+      ``exp(A)``, shape and dtype of ``a``. A slice with ``‖A‖₁ > θ · 2¹⁶`` (or non-finite
+      entries) gives NaN, as ``jax.scipy.linalg.expm`` does.
+
+    Raises:
+      TypeError: ``a`` is not an array of a numeric dtype.
+      ValueError: ``a`` is not of shape ``(..., n, n)``.
+
+    Notes:
+      Forward: ``s = max(0, ⌊log₂(‖A‖₁/θ)⌋)`` per slice, the ``[m/m]`` Padé approximant of
+      ``A/2ˢ`` (``m = 13``, ``θ = 5.37`` in double precision; ``m = 7``, ``θ = 3.93`` in single),
+      then ``s`` squarings; a batch runs ``max s`` squarings, each slice keeping its own ``s``.
+      Residuals: the scaled matrix and its powers, the Padé intermediates, the factorisation of
+      the denominator (the closed-form inverse for ``n ≤ 4``, LU otherwise) and ``r(A/2ˢ)``.
+      Pushforward and pullback then cost two matrix products per product of the Padé step, one
+      solve with the stored factors and three products per squaring (the squares are
+      recomputed); the pullback is the same recurrence with every intermediate transposed. This measured several times faster
+      than the exponential of the ``2n × 2n`` block matrix ``[[Aᵀ, X̄], [0, Aᵀ]]``
+      (``benchmarks/bench_decompositions.py``).
+
+    References:
+      N. J. Higham, "The scaling and squaring method for the matrix exponential revisited",
+      SIAM J. Matrix Anal. Appl. 26 (2005).
+      A. H. Al-Mohy, N. J. Higham, "Computing the Fréchet derivative of the matrix exponential,
+      with an application to condition number estimation", SIAM J. Matrix Anal. Appl. 30 (2009).
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, rules
+      >>> a = jnp.array([[0.0, 1.0], [0.0, 0.0]], dtype=jnp.float32)  # nilpotent: exp(A) = I + A
+      >>> rules.expm(a)
+      Array([[1., 1.],
+             [0., 1.]], dtype=float32)
+      >>> jax.jvp(rules.expm, (a,), (jnp.eye(2, dtype=jnp.float32),))[1]  # A and I commute
+      Array([[1., 1.],
+             [0., 1.]], dtype=float32)
+    """
+    a = as_inexact_matrix("expm", "a", a, square=True)
+    return _expm(a)
+
+
+def _expm_forward(a):
+    if is_half(a):
+        return jax_ops.expm(a), None
+    if a.shape[-1] == 0:
+        return a, None
+    m = 13 if jnp.finfo(a.dtype).bits == 64 else 7
+    b = _coefficients(m)
+    norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
+    # ⌊·⌋ as jax.scipy.linalg.expm, not Higham's ⌈·⌉: ‖A/2ˢ‖₁ < 2θ, one squaring fewer, and as
+    # accurate or more (measured on random matrices up to ‖A‖₁ = 40 in both precisions).
+    s = jnp.maximum(0, jnp.floor(jnp.log2(norm / _THETA[m])))
+    too_big = ~(s <= MAX_SQUARINGS)  # also NaN and inf
+    s = jnp.where(too_big, 0, s)
+    x = a * (2.0 ** -s).astype(a.dtype)[..., None, None]
+    eye = eye_like(x)
+    x2 = mm(x, x)
+    x4 = mm(x2, x2)
+    x6 = mm(x4, x2)
+    if m == 13:
+        w1 = b[13] * x6 + b[11] * x4 + b[9] * x2
+        z1 = b[12] * x6 + b[10] * x4 + b[8] * x2
+        w = mm(x6, w1) + b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye
+        v = mm(x6, z1) + b[6] * x6 + b[4] * x4 + b[2] * x2 + b[0] * eye
+        pade: tuple[jax.Array, ...] = (x, x2, x4, x6, w1, z1, w)
+    else:
+        w = b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye
+        v = b[6] * x6 + b[4] * x4 + b[2] * x2 + b[0] * eye
+        pade = (x, x2, x4, x6, w)
+    u = mm(x, w)
+    q = v - u
+    factors = _factor(q)
+    r0 = _solve_with(factors, v + u)
+    out = jnp.where(too_big[..., None, None], jnp.nan, _squarings(r0, s))
+    return out, (pade, factors, r0, s)
+
+
+def _expm_pushforward(res, a_dot):
+    """``L(A, Ȧ)``: Al-Mohy & Higham's recurrence on the forward's intermediates."""
+    return _expm_frechet(res, a_dot, transpose=False)
+
+
+def _expm_pullback(res, x_bar):
+    """``Ā = L(Aᵀ, X̄)``: the same recurrence with every intermediate transposed."""
+    return (_expm_frechet(res, x_bar, transpose=True),)
+
+
+_expm = Rule("expm", _expm_forward, _expm_pushforward, _expm_pullback)
+
+
+def _coefficients(m):
+    """Padé coefficients divided by the constant one (``r_m = q⁻¹p`` is unchanged, and the
+    identity terms are exact)."""
+    return [c / _PADE[m][0] for c in _PADE[m]]
+
+
+def _factor(q):
+    if q.shape[-1] <= MAX_CLOSED_FORM_N:
+        return closed_form_inv(q)
+    lu, _, perm = lax.linalg.lu(q)
+    return lu, perm
+
+
+def _squarings(r0, s):
+    """``R ← R²`` while ``i < s``, per slice; a batch runs ``max s`` steps."""
+    s_max = jnp.max(s, initial=0)
+
+    def step(r, i):
+        return lax.cond(i < s_max, lambda r: jnp.where((i < s)[..., None, None], mm(r, r), r),
+                        lambda r: r, r), None
+
+    return lax.scan(step, r0, jnp.arange(MAX_SQUARINGS, dtype=s.dtype))[0]
+
+
+def _expm_frechet(res, e, *, transpose):
+    pade, factors, r0, s = res
+    t = (lambda y: y.mT) if transpose else (lambda y: y)
+    pade, r0 = [t(y) for y in pade], t(r0)
+    e = e * (2.0 ** -s).astype(e.dtype)[..., None, None]
+    x, x2, x4 = pade[:3]
+    m2 = mm(x, e) + mm(e, x)
+    m4 = mm(x2, m2) + mm(m2, x2)
+    m6 = mm(x4, m2) + mm(m4, x2)
+    if len(pade) == 7:  # m = 13
+        b = _coefficients(13)
+        _, _, _, x6, w1, z1, w = pade
+        lw1 = b[13] * m6 + b[11] * m4 + b[9] * m2
+        lz1 = b[12] * m6 + b[10] * m4 + b[8] * m2
+        lw = mm(x6, lw1) + mm(m6, w1) + b[7] * m6 + b[5] * m4 + b[3] * m2
+        lv = mm(x6, lz1) + mm(m6, z1) + b[6] * m6 + b[4] * m4 + b[2] * m2
+    else:
+        b = _coefficients(7)
+        w = pade[4]
+        lw = b[7] * m6 + b[5] * m4 + b[3] * m2
+        lv = b[6] * m6 + b[4] * m4 + b[2] * m2
+    lu = mm(x, lw) + mm(e, w)
+    # q r = p with p = v + u, q = v - u: q L = L_p - L_q r.
+    l0 = _solve_with(factors, lu + lv + mm(lu - lv, r0), transpose=transpose)
+    s_max = jnp.max(s, initial=0)
+
+    def step(carry, i):
+        # Lᵢ₊₁ = Rᵢ Lᵢ + Lᵢ Rᵢ with Rᵢ₊₁ = Rᵢ² recomputed: storing the forward's squares (a
+        # stack of 16, written in a scan or a conditional) measured slower than s products.
+        def square(carry):
+            l, r = carry
+            on = (i < s)[..., None, None]
+            return jnp.where(on, mm(r, l) + mm(l, r), l), jnp.where(on, mm(r, r), r)
+        return lax.cond(i < s_max, square, lambda c: c, carry), None
+
+    (l, _), _ = lax.scan(step, (l0, r0), jnp.arange(MAX_SQUARINGS, dtype=s.dtype))
+    return l

@@ -17,18 +17,14 @@ from jax.typing import ArrayLike
 from .._core.arrays import conj, copyltu, eye_like, mH, mm
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
+from . import jax_ops
 
 __all__ = ["LQResult", "QRResult", "lq", "qr"]
-
-# JAX's own functions, bound at import, so that rules.qr can stand in for jnp.linalg.qr (a user may
-# assign it there) without calling itself.
-_jnp_qr = jnp.linalg.qr
-_jnp_solve = jnp.linalg.solve
 
 if TYPE_CHECKING:  # the same class, for type checkers
     from jax._src.numpy.linalg import QRResult
 else:  # JAX's own result class (``jax.numpy.linalg`` does not export it)
-    QRResult = type(jax.eval_shape(lambda: _jnp_qr(jnp.zeros((1, 1), jnp.float32))))
+    QRResult = type(jax.eval_shape(lambda: jax_ops.qr(jnp.zeros((1, 1), jnp.float32))))
 """``(Q, R)`` of :func:`qr`: the class ``jnp.linalg.qr`` returns, so that results and cotangents of
 ``rules.qr`` and ``jnp.linalg.qr`` are interchangeable pytrees."""
 
@@ -124,12 +120,12 @@ def qr(a: ArrayLike, mode: str = "reduced") -> jax.Array | QRResult:
         raise ValueError(f"qr: `mode` must be one of 'reduced', 'complete', 'r', 'raw', 'full'; "
                          f"got {mode!r}.")
     if mode == "raw":
-        return _jnp_qr(a, mode="raw")
+        return jax_ops.qr(a, mode="raw")
     return _qr(a, mode="reduced" if mode == "full" else mode)
 
 
 def _qr_forward(a, *, mode):
-    q, r = _jnp_qr(a, mode="complete" if mode == "complete" else "reduced")
+    q, r = jax_ops.qr(a, mode="complete" if mode == "complete" else "reduced")
     return (r if mode == "r" else QRResult(q, r)), (q, r)
 
 
@@ -227,7 +223,7 @@ def _thin_qr_pullback(q, r, q_bar, r_bar):
 def _complete_z(q1, n):
     """``Z = Q₁[n:] (Q₁[:n] − I)⁻¹`` of the compact-WY representation, by a solve."""
     q_nn, q_pn = q1[..., :n, :], q1[..., n:, :]
-    return _jnp_solve((q_nn - eye_like(q_nn)).mT, q_pn.mT).mT
+    return jax_ops.solve((q_nn - eye_like(q_nn)).mT, q_pn.mT).mT
 
 
 def _complete_q_bar(q, q_bar, n):
@@ -292,7 +288,7 @@ def lq(a: ArrayLike) -> LQResult:
 
 
 def _lq_forward(a):
-    q, r = _jnp_qr(mH(a))
+    q, r = jax_ops.qr(mH(a))
     out = LQResult(mH(r), mH(q))
     return out, out
 

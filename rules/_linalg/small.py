@@ -1,4 +1,4 @@
-"""Closed-form inverses of tiny matrices, written elementwise over the batch.
+"""Closed forms for tiny matrices (inverse, determinant, cofactors), elementwise over the batch.
 
 XLA on CPU inverts a batch of tiny matrices with one LAPACK LU per slice, which is dominated by
 call overhead; the adjugate formula below is a single fused elementwise loop over the batch.
@@ -8,16 +8,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._core.checks import check_matrix
+from .._core.checks import HALF_DTYPES, INEXACT_DTYPES, check_matrix
 
-__all__ = ["MAX_CLOSED_FORM_N", "closed_form_inv", "jnp_inv"]
+__all__ = ["MAX_CLOSED_FORM_N", "closed_form_cofactors", "closed_form_inv", "cofactor_entries"]
 
 # Beyond 4 the cofactor expansion costs more than LU and loses accuracy faster.
 MAX_CLOSED_FORM_N = 4
-
-# JAX's own inverse, bound at import, so that rules.inv can stand in for jnp.linalg.inv (a user
-# may assign it there) without calling itself.
-jnp_inv = jnp.linalg.inv
 
 
 def closed_form_inv(a: jax.Array) -> jax.Array:
@@ -61,18 +57,67 @@ def closed_form_inv(a: jax.Array) -> jax.Array:
              [-inf,  inf]], dtype=float32)
     """
     check_matrix("closed_form_inv", "a", a, square=True)
-    n = a.shape[-1]
-    if n > MAX_CLOSED_FORM_N:
-        raise ValueError(f"closed_form_inv: `a` must have shape (..., n, n) with n ≤ "
-                         f"{MAX_CLOSED_FORM_N}; got {tuple(a.shape)}. Use jnp.linalg.inv.")
-    if n == 0:
+    _check_size("closed_form_inv", a, "jnp.linalg.inv")
+    if a.shape[-1] == 0:
         return a
-    entries = [[a[..., i, j] for j in range(n)] for i in range(n)]
-    cof = [[_cofactor(entries, i, j) for j in range(n)] for i in range(n)]
-    det = sum(entries[0][j] * cof[0][j] for j in range(n))
+    cof, det = cofactor_entries(a)
+    n = len(cof)
     inv_det = 1 / det
     rows = [jnp.stack([cof[j][i] * inv_det for j in range(n)], axis=-1) for i in range(n)]
     return jnp.stack(rows, axis=-2)
+
+
+def closed_form_cofactors(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    r"""Cofactor matrix and determinant of a batch of ``n × n`` matrices, ``n ≤ 4``.
+
+    .. math::
+        C_{ij} = (-1)^{i+j} M_{ij}, \qquad \det A = \sum_j a_{0j} C_{0j}, \qquad
+        \frac{\partial \det A}{\partial a_{ij}} = C_{ij}, \qquad A\,C^T = \det(A)\, I,
+
+    with ``M_ij`` the minor of ``A`` without row ``i`` and column ``j``: ``C`` is the transposed
+    adjugate, the gradient of the determinant. Both are polynomials in the entries of ``A``,
+    evaluated on whole batch arrays (one fused elementwise loop), and exact at singular ``A``.
+
+    Args:
+      a: array of shape ``(..., n, n)`` with ``n ≤ 4``, of a floating or complex dtype.
+
+    Returns:
+      ``(C, det)``: ``C`` of the shape and dtype of ``a``, ``det`` of shape ``a.shape[:-2]``.
+
+    Raises:
+      TypeError: ``a`` is not an array of a floating or complex dtype.
+      ValueError: ``a`` is not of shape ``(..., n, n)``, or ``n > 4``.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from rules._linalg.small import closed_form_cofactors
+      >>> closed_form_cofactors(jnp.array([[1.0, 2.0], [2.0, 4.0]], dtype=jnp.float32))
+      (Array([[ 4., -2.],
+             [-2.,  1.]], dtype=float32), Array(0., dtype=float32))
+    """
+    check_matrix("closed_form_cofactors", "a", a, square=True, dtypes=INEXACT_DTYPES + HALF_DTYPES)
+    _check_size("closed_form_cofactors", a, "rules.det")
+    if a.shape[-1] == 0:
+        return a, jnp.ones(a.shape[:-2], a.dtype)
+    cof, det = cofactor_entries(a)
+    return jnp.stack([jnp.stack(row, axis=-1) for row in cof], axis=-2), det
+
+
+def _check_size(fname, a, alternative):
+    if a.shape[-1] > MAX_CLOSED_FORM_N:
+        raise ValueError(f"{fname}: `a` must have shape (..., n, n) with n ≤ "
+                         f"{MAX_CLOSED_FORM_N}; got {tuple(a.shape)}. Use {alternative}.")
+
+
+def cofactor_entries(a: jax.Array) -> tuple[list[list[jax.Array]], jax.Array]:
+    """Cofactors ``C_ij`` (a list of lists of batch arrays) and the determinant, ``1 ≤ n ≤ 4``.
+
+    Unstacked, so that a caller's elementwise expression in them fuses into one loop.
+    """
+    n = a.shape[-1]
+    entries = [[a[..., i, j] for j in range(n)] for i in range(n)]
+    cof = [[_cofactor(entries, i, j) for j in range(n)] for i in range(n)]
+    return cof, sum(entries[0][j] * cof[0][j] for j in range(n))
 
 
 def _minor(entries, i, j):

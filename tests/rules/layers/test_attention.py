@@ -38,11 +38,6 @@ def plain_attention(x, a, weighting="skew"):
     return _mT(plain_cayley(plain_c(x, a, weighting))) @ x
 
 
-def plain_feedforward(x, w_dense, bias=None, activation=jnp.tanh):
-    z = x @ w_dense.T
-    return x + activation(z if bias is None else z + jnp.broadcast_to(bias, z.shape))
-
-
 def _skew(shape, seed):
     s = _rand(shape, seed)
     return s - _mT(s)
@@ -114,9 +109,6 @@ def test_attention_lambda_is_orthogonal(weighting):
     lam = rules.cayley(plain_c(x, a, weighting))
     np.testing.assert_allclose(_mT(lam) @ lam, _eye(6, lam), atol=1e-12)
     np.testing.assert_allclose(y, _mT(lam) @ x, atol=1e-12)
-
-
-
 
 
 @pytest.mark.parametrize("weighting", WEIGHTINGS)

@@ -1,5 +1,4 @@
 """Tests of rules/_layers/feedforward.py: the volume-preserving feed-forward layer."""
-import math
 
 import jax
 import jax.numpy as jnp
@@ -11,39 +10,9 @@ from rules.testing import check_frule, check_rrule
 from tests.helpers import rand as _rand
 
 
-def _mT(x):
-    return jnp.swapaxes(x, -1, -2)
-
-
-def _eye(n, like):
-    return jnp.broadcast_to(jnp.eye(n, dtype=like.dtype), (*like.shape[:-2], n, n))
-
-
-def plain_cayley(c):
-    eye = _eye(c.shape[-1], c)
-    return (eye - c) @ jnp.linalg.inv(eye + c)
-
-
-def plain_c(x, a, weighting):
-    if weighting == "skew":
-        return x @ ((a - a.T) / 2) @ _mT(x)
-    p = jnp.tril(x @ a @ _mT(x), -1) / math.sqrt(x.shape[-1])
-    return p - _mT(p)
-
-
-def plain_attention(x, a, weighting="skew"):
-    """The layer in plain jnp ops, as a user would write it (the paper's ZΛ, transposed)."""
-    return _mT(plain_cayley(plain_c(x, a, weighting))) @ x
-
-
 def plain_feedforward(x, w_dense, bias=None, activation=jnp.tanh):
     z = x @ w_dense.T
     return x + activation(z if bias is None else z + jnp.broadcast_to(bias, z.shape))
-
-
-def _skew(shape, seed):
-    s = _rand(shape, seed)
-    return s - _mT(s)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -85,9 +54,6 @@ def test_feedforward_preserves_volume(cls):
     f = lambda v: rules.volume_preserving_feedforward(v.reshape(t, d), w, bias).reshape(-1)  # noqa: E731
     jac = jax.jit(jax.jacrev(f))(_rand((t * d,), 15))
     assert abs(float(jnp.linalg.det(jac)) - 1) < 1e-8
-
-
-
 
 
 def test_feedforward_bad_input():

@@ -1,0 +1,232 @@
+"""Rules of the Cholesky factorisation: the factor, and solves with it.
+
+Complex convention: the derivations (``docs/derivations/decompositions.md#cholesky``) are written
+directly in JAX's bilinear pairing ``Re Σ x̄ ⊙ ẋ``, so the pullbacks below need no conjugation at
+their boundary; the conjugations inside come from ``Lᴴ``.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.typing import ArrayLike
+
+from .._core.arrays import conj, eye_like, mH, mm
+from .._core.checks import as_inexact_matrix
+from .._core.rule import Rule
+from . import jax_ops
+from .dense import _promote_operands
+
+__all__ = ["cho_solve", "cholesky"]
+
+
+# ==============================================================================================
+# Cholesky factorisation
+
+
+def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True) -> jax.Array:
+    r"""Cholesky factor ``A = L Lᴴ`` of Hermitian positive definite matrices, as ``jnp.linalg.cholesky``.
+
+    With ``S`` the matrix factorised (below) and ``Φ(X) = tril(X, -1) + ½ diag(X)``:
+
+    .. math::
+        \dot L = L\,\Phi(L^{-1}\dot S L^{-H}), \qquad
+        \bar S = L^{-T}\,\Phi(L^T \bar L)\,\operatorname{conj}(L)^{-1}
+
+    (Murray 2016; the pullback in JAX's convention), two triangular solves each. Derivation:
+    ``docs/derivations/decompositions.md#cholesky``.
+
+    What is read of ``a``: with ``symmetrize_input=True`` (the default, as in JAX) the factorised
+    matrix is ``S = (A + Aᴴ)/2``, so the function depends on the Hermitian part of ``a`` only and
+    its gradient is Hermitian. With ``symmetrize_input=False`` LAPACK reads the lower triangle of
+    ``a`` alone; the derivatives are then those of the formulas above applied to the tangent as
+    given (which is what ``jnp.linalg.cholesky`` does), correct for Hermitian tangents.
+
+    Args:
+      a: array of shape ``(..., n, n)``, Hermitian (symmetric) positive definite. Integers and
+        booleans are promoted as ``jnp.linalg.cholesky`` promotes them; float16/bfloat16 go to
+        JAX's forward.
+      upper: return ``U = Lᴴ`` (``A = Uᴴ U``) instead of ``L``.
+      symmetrize_input: factorise ``(A + Aᴴ)/2`` (``True``) or the lower triangle of ``a``.
+
+    Returns:
+      ``L`` (or ``U``), shape and dtype of ``a``. Where ``a`` is not positive definite the factor
+      is NaN (LAPACK fails), and so are its derivatives, as in JAX.
+
+    Raises:
+      TypeError: ``a`` is not an array, or not of a numeric dtype.
+      ValueError: ``a`` is not of shape ``(..., n, n)``.
+
+    Notes:
+      Residual: ``L`` only. Pushforward and pullback cost two triangular solves and one product,
+      like the forward's factorisation up to a constant. Solve with the factor with
+      :func:`rules.cho_solve`.
+
+    References:
+      I. Murray, "Differentiation of the Cholesky decomposition", arXiv:1602.07527.
+      S. P. Smith, "Differentiation of the Cholesky algorithm", J. Comp. Graph. Stat. 4 (1995).
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, rules
+      >>> a = jnp.array([[4.0, 2.0], [2.0, 2.0]], dtype=jnp.float32)
+      >>> rules.cholesky(a)
+      Array([[2., 0.],
+             [1., 1.]], dtype=float32)
+      >>> jax.jvp(rules.cholesky, (a,), (a,))[1]  # L is homogeneous of degree ½
+      Array([[1. , 0. ],
+             [0.5, 0.5]], dtype=float32)
+    """
+    a = as_inexact_matrix("cholesky", "a", a, square=True)
+    l = _cholesky(a, symmetrize_input=symmetrize_input)
+    return mH(l) if upper else l
+
+
+def _cholesky_forward(a, *, symmetrize_input):
+    l = jax_ops.cholesky(a, symmetrize_input=symmetrize_input)
+    return l, l
+
+
+def _cholesky_pushforward(l, a_dot, *, symmetrize_input):
+    """``L̇ = L Φ(L⁻¹ Ṡ L⁻ᴴ)``."""
+    s_dot = _hermitian_part(a_dot) if symmetrize_input else a_dot
+    x = lax.linalg.triangular_solve(l, s_dot, left_side=True, lower=True)
+    x = lax.linalg.triangular_solve(l, x, left_side=False, lower=True, transpose_a=True,
+                                    conjugate_a=True)
+    return mm(l, _phi(x))
+
+
+def _cholesky_pullback(l, l_bar, *, symmetrize_input):
+    """``S̄ = L⁻ᵀ Φ(Lᵀ L̄) conj(L)⁻¹``, then the Hermitian part if the input was symmetrised."""
+    p = _phi(mm(l.mT, l_bar))
+    y = lax.linalg.triangular_solve(l, p, left_side=True, lower=True, transpose_a=True)
+    s_bar = lax.linalg.triangular_solve(l, y, left_side=False, lower=True, conjugate_a=True)
+    return (_hermitian_part(s_bar) if symmetrize_input else s_bar,)
+
+
+_cholesky = Rule("cholesky", _cholesky_forward, _cholesky_pushforward, _cholesky_pullback)
+
+
+def _phi(x):
+    """``tril(X, -1) + ½ diag(X)``: the lower triangle with the diagonal halved."""
+    return jnp.tril(x) - 0.5 * jnp.diagonal(x, axis1=-2, axis2=-1)[..., None] * eye_like(x)
+
+
+def _hermitian_part(x):
+    return 0.5 * (x + mH(x))
+
+
+# ==============================================================================================
+# Solve with a Cholesky factor
+
+
+def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
+    r"""Solve ``A X = B`` given the Cholesky factor of ``A``, as ``jax.scipy.linalg.cho_solve``.
+
+    ``A = L Lᴴ`` with ``L`` the lower factor (``lower=True``) or ``A = Uᴴ U`` with ``U = c`` upper.
+    With ``X = A⁻¹ B``, in JAX's convention:
+
+    .. math::
+        \dot X = A^{-1}\big(\dot B - (\dot L L^H + L \dot L^H) X\big), \qquad
+        \bar B = \operatorname{conj}(A)^{-1}\bar X, \qquad
+        \bar L = -\operatorname{tril}\big((\bar B X^T + \operatorname{conj}(X)\,\bar B^H)
+        \operatorname{conj}(L)\big)
+
+    (``Ā = -B̄ Xᵀ`` as for any solve, then the chain rule through ``A = L Lᴴ``). Derivation: ``docs/derivations/decompositions.md#cho-solve``.
+
+    Args:
+      c_and_lower: ``(c, lower)``: ``c`` of shape ``(..., n, n)``, the factor from
+        :func:`rules.cholesky` (or ``jax.scipy.linalg.cho_factor``); only its ``lower`` triangle is
+        read, and only that triangle gets a cotangent. ``lower`` is a Python bool.
+      b: array of shape ``(n,)`` or ``(..., n, k)``; batch axes broadcast with those of ``c``. As in
+        :func:`rules.solve` (and unlike the deprecated 1-D batching of
+        ``jax.scipy.linalg.cho_solve``), ``b`` is a vector only when it is 1-D.
+
+    Returns:
+      ``X`` of shape ``(..., n)`` for a 1-D ``b``, ``(..., n, k)`` otherwise.
+
+    Raises:
+      TypeError: ``c`` or ``b`` is not an array of a numeric dtype, or ``lower`` is not a bool.
+      ValueError: ``c`` is not of shape ``(..., n, n)``, ``b`` does not match it, or ``c_and_lower``
+        is not a pair.
+
+    Notes:
+      Residuals: the lower factor and ``X``. The pushforward is one solve (two triangular solves)
+      and the pullback one solve and two products: the factorisation is never repeated. Through
+      :func:`rules.cholesky` this differentiates ``A ↦ A⁻¹B`` at half the cost of an LU solve.
+
+    References:
+      I. Murray, arXiv:1602.07527; M. Giles (2008), §2.2.
+
+    Examples:
+      >>> import jax.numpy as jnp, rules
+      >>> a = jnp.array([[4.0, 2.0], [2.0, 2.0]], dtype=jnp.float32)
+      >>> rules.cho_solve((rules.cholesky(a), True), jnp.array([2.0, 0.0], dtype=jnp.float32))
+      Array([ 1., -1.], dtype=float32)
+    """
+    if not (isinstance(c_and_lower, (tuple, list)) and len(c_and_lower) == 2):
+        raise ValueError(f"cho_solve: `c_and_lower` must be a pair (c, lower); got "
+                         f"{type(c_and_lower).__name__}.")
+    c, lower = c_and_lower
+    if not isinstance(lower, bool):
+        raise TypeError(f"cho_solve: `lower` must be a bool; got {type(lower).__name__}.")
+    c, b = _promote_operands("cho_solve", "c", c, b)
+    n = c.shape[-1]
+    vector = b.ndim == 1
+    if (b.shape[0] if vector else b.shape[-2]) != n:
+        raise ValueError(f"cho_solve: `b` must have shape (n,) or (..., n, k) with n = {n} "
+                         f"(`c` has shape {tuple(c.shape)}); got {tuple(b.shape)}.")
+    b_mat = b[:, None] if vector else b
+    try:
+        batch = jnp.broadcast_shapes(c.shape[:-2], b_mat.shape[:-2])
+    except ValueError:
+        raise ValueError(f"cho_solve: the batch shapes of `c` {tuple(c.shape)} and `b` "
+                         f"{tuple(b.shape)} do not broadcast.") from None
+    l = c if lower else mH(c)
+    k = b_mat.shape[-1]
+    if l.ndim == 2 and batch:  # one factor, many right-hand sides: the batch becomes columns
+        cols = jnp.moveaxis(b_mat, -2, 0).reshape(n, -1)
+        x = jnp.moveaxis(_cho_solve(l, cols).reshape(n, *batch, k), 0, -2)
+    else:
+        x = _cho_solve(jnp.broadcast_to(l, (*batch, n, n)), jnp.broadcast_to(b_mat, (*batch, n, k)))
+    return x[..., 0] if vector else x
+
+
+def _cho_solve_forward(l, b):
+    y = lax.linalg.triangular_solve(l, b, left_side=True, lower=True)
+    x = lax.linalg.triangular_solve(l, y, left_side=True, lower=True, transpose_a=True,
+                                    conjugate_a=True)
+    return x, (l, y, x)
+
+
+def _cho_solve_pushforward(res, l_dot, b_dot):
+    """``Ẋ = A⁻¹(Ḃ - L̇(LᴴX) - L(L̇ᴴX))`` with ``L̇ = tril(ċ)`` and ``LᴴX = Y``."""
+    l, y, x = res
+    rhs: jax.Array | int = 0
+    if l_dot is not None:
+        l_dot = jnp.tril(l_dot)
+        rhs = -mm(l_dot, y) - mm(l, mm(mH(l_dot), x))
+    if b_dot is not None:
+        rhs = rhs + b_dot
+    return _solve_factored(l, rhs)
+
+
+def _cho_solve_pullback(res, x_bar):
+    """``Z = conj(L)⁻¹ X̄``, ``B̄ = L⁻ᵀ Z``, ``L̄ = -tril(B̄ Yᵀ + conj(X) Zᴴ)`` with ``Y = L⁻¹B``.
+
+    The same as ``-tril((Ā + Āᴴ) conj L)`` with ``Ā = -B̄ Xᵀ``, since ``Xᵀ conj L = Yᵀ`` and
+    ``B̄ᴴ conj L = Zᴴ``: two outer products instead of four products.
+    """
+    l, y, x = res
+    z = lax.linalg.triangular_solve(l, x_bar, left_side=True, lower=True, conjugate_a=True)
+    b_bar = lax.linalg.triangular_solve(l, z, left_side=True, lower=True, transpose_a=True)
+    return -jnp.tril(mm(b_bar, y.mT) + mm(conj(x), mH(z))), b_bar
+
+
+_cho_solve = Rule("cho_solve", _cho_solve_forward, _cho_solve_pushforward, _cho_solve_pullback)
+
+
+def _solve_factored(l, b):
+    """``(L Lᴴ)⁻¹ B`` by two triangular solves, reading the lower triangle of ``l`` only."""
+    y = lax.linalg.triangular_solve(l, b, left_side=True, lower=True)
+    return lax.linalg.triangular_solve(l, y, left_side=True, lower=True, transpose_a=True,
+                                       conjugate_a=True)
