@@ -4,6 +4,8 @@ Manifolds (:class:`Stiefel`, :class:`Grassmann`, :class:`Sphere`, :class:`Orthog
 hashable frozen dataclasses; a ``manifolds`` pytree mirrors ``params`` with a manifold or None
 (Euclidean) per leaf. Optimizers live in :mod:`geometric.optim`.
 """
+from rules import __version__ as __version__  # one distribution, one version
+
 from . import optim as optim
 from ._core.manifold import AbstractManifold as AbstractManifold
 from ._gradient import riemannian_gradient as riemannian_gradient
