@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._core.rrule import _user_rule
+from ._core.rrule import user_rule_of
 
 __all__ = ["check_frule", "check_rrule"]
 
@@ -389,7 +389,7 @@ def check_frule(f: Callable, *args: Any, fkwargs: dict | None = None, rtol: floa
       >>> import jax.numpy as jnp, rules
       >>> rules.testing.check_frule(rules.qr, jnp.array([[2.0, 1.0], [0.5, 3.0], [1.0, 1.0]]))
     """
-    user_rule = _user_rule(f)
+    user_rule = user_rule_of(f)
     if user_rule is not None and user_rule.pushforward is None:
         raise KeyError(f"check_frule: no pushforward is registered for {user_rule.name}.")
     rng = np.random.default_rng(seed)

@@ -247,7 +247,7 @@ def rrule(fun: Callable | None = None, *, nondiff_argnums: Sequence[int] = ()) -
     return wrapped
 
 
-def _user_rule(fn: Callable) -> _UserRule | None:
+def user_rule_of(fn: Callable) -> _UserRule | None:
     return getattr(fn, "rule", None) if isinstance(getattr(fn, "rule", None), _UserRule) else None
 
 
@@ -270,7 +270,7 @@ def register_frule(rule: Callable) -> Callable[[Pushforward], Pushforward]:
       TypeError: ``rule`` is not a function made by :func:`rrule` (the library's own rules have
         their pushforwards built in).
     """
-    user_rule = _user_rule(rule)
+    user_rule = user_rule_of(rule)
     if user_rule is None:
         raise TypeError(f"register_frule: `rule` must be a function made by rules.rrule; got "
                         f"{getattr(rule, '__name__', repr(rule))}.")
@@ -313,7 +313,7 @@ def frule(rule: Callable, primals: Sequence[Any], tangents: Sequence[Any],
       Array([[-0.25  , -0.    ],
              [-0.    , -0.0625]], dtype=float32)
     """
-    user_rule = _user_rule(rule)
+    user_rule = user_rule_of(rule)
     if user_rule is not None and user_rule.pushforward is None:
         raise KeyError(f"frule: no pushforward is registered for {user_rule.name}; define one with "
                        f"@rules.register_frule({user_rule.name}).")

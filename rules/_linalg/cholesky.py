@@ -15,7 +15,7 @@ from .._core.arrays import conj, eye_like, mH, mm
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
 from . import jax_ops
-from .dense import _promote_operands
+from .dense import promote_operands
 
 __all__ = ["cho_solve", "cholesky"]
 
@@ -169,7 +169,7 @@ def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
     c, lower = c_and_lower
     if not isinstance(lower, bool):
         raise TypeError(f"cho_solve: `lower` must be a bool; got {type(lower).__name__}.")
-    c, b = _promote_operands("cho_solve", "c", c, b)
+    c, b = promote_operands("cho_solve", "c", c, b)
     n = c.shape[-1]
     vector = b.ndim == 1
     if (b.shape[0] if vector else b.shape[-2]) != n:

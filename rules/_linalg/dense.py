@@ -174,7 +174,7 @@ def solve(a: ArrayLike, b: ArrayLike) -> jax.Array:
       >>> jax.grad(lambda b: rules.solve(a, b).sum())(b)  # A⁻ᵀ 1
       Array([0., 1.], dtype=float32)
     """
-    a, b = _promote_operands("solve", "a", a, b)
+    a, b = promote_operands("solve", "a", a, b)
     n = a.shape[-1]
     vector = b.ndim == 1
     if (b.shape[0] if vector else b.shape[-2]) != n:
@@ -196,7 +196,7 @@ def solve(a: ArrayLike, b: ArrayLike) -> jax.Array:
     return x[..., 0] if vector else x
 
 
-def _promote_operands(fname: str, argname: str, a: Any, b: Any) -> tuple[jax.Array, jax.Array]:
+def promote_operands(fname: str, argname: str, a: Any, b: Any) -> tuple[jax.Array, jax.Array]:
     """``a`` (square) and ``b`` checked, then promoted together as ``jax.numpy.linalg`` does."""
     a_in, b_in = a, b
     a = as_inexact_matrix(fname, argname, a, square=True)
@@ -227,7 +227,7 @@ def _solve_forward(a, b):
     else:
         lu, _, perm = lax.linalg.lu(a)
         factors = (lu, perm)
-    x = _solve_with(factors, b)
+    x = solve_with(factors, b)
     return x, (factors, x)
 
 
@@ -236,20 +236,20 @@ def _solve_pushforward(res, a_dot, b_dot):
     factors, x = res
     rhs = -mm(a_dot, x) if a_dot is not None else 0
     rhs = rhs + b_dot if b_dot is not None else rhs
-    return _solve_with(factors, rhs)
+    return solve_with(factors, rhs)
 
 
 def _solve_pullback(res, x_bar):
     """``B̄ = A⁻ᵀ X̄`` (one transposed solve), ``Ā = -B̄ Xᵀ``."""
     factors, x = res
-    b_bar = _solve_with(factors, x_bar, transpose=True)
+    b_bar = solve_with(factors, x_bar, transpose=True)
     return -mm(b_bar, x.mT), b_bar
 
 
 _solve = Rule("solve", _solve_forward, _solve_pushforward, _solve_pullback)
 
 
-def _solve_with(factors, b, transpose=False):
+def solve_with(factors, b, transpose=False):
     """``A⁻¹ B`` (or ``A⁻ᵀ B``) from the closed-form inverse or the LU factors ``(lu, perm)``."""
     if not isinstance(factors, tuple):
         return mm(factors.mT if transpose else factors, b)
@@ -445,7 +445,7 @@ def _slogdet_forward(a):
     else:
         lu, pivots, perm = lax.linalg.lu(a)
         sign, logabsdet = _slogdet_from_lu(lu, pivots)
-        inv_t = _solve_with((lu, perm), eye_like(a), transpose=True)
+        inv_t = solve_with((lu, perm), eye_like(a), transpose=True)
     return SlogdetResult(sign, logabsdet), (sign, inv_t)
 
 

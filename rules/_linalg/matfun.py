@@ -10,7 +10,7 @@ from .._core.arrays import eye_like, mm
 from .._core.checks import as_inexact_matrix, check_matrix, is_half
 from .._core.rule import Rule
 from . import jax_ops
-from .dense import _solve_with
+from .dense import solve_with
 from .small import MAX_CLOSED_FORM_N, closed_form_inv
 
 __all__ = ["cayley", "cayley_matrix", "expm", "inv_identity_plus"]
@@ -201,7 +201,7 @@ def _expm_forward(a):
     u = mm(x, w)
     q = v - u
     factors = _factor(q)
-    r0 = _solve_with(factors, v + u)
+    r0 = solve_with(factors, v + u)
     out = jnp.where(too_big[..., None, None], jnp.nan, _squarings(r0, s))
     return out, (pade, factors, r0, s)
 
@@ -266,7 +266,7 @@ def _expm_frechet(res, e, *, transpose):
         lv = b[6] * m6 + b[4] * m4 + b[2] * m2
     lu = mm(x, lw) + mm(e, w)
     # q r = p with p = v + u, q = v - u: q L = L_p - L_q r.
-    l0 = _solve_with(factors, lu + lv + mm(lu - lv, r0), transpose=transpose)
+    l0 = solve_with(factors, lu + lv + mm(lu - lv, r0), transpose=transpose)
     s_max = jnp.max(s, initial=0)
 
     def step(carry, i):
