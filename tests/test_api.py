@@ -1,0 +1,51 @@
+"""The public API is fully annotated: every parameter and every return of every public function,
+method and property in ``__all__`` of the public modules (``py.typed`` ships with both packages)."""
+import importlib
+import importlib.metadata
+import importlib.resources
+import inspect
+
+import pytest
+
+MODULES = ["rules", "rules.testing", "rules.internal", "geometric", "geometric.optim"]
+
+
+def _callables(module):
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if inspect.ismodule(obj):
+            continue
+        if not inspect.isclass(obj):
+            if callable(obj):
+                yield name, obj
+            continue
+        for attr, value in vars(obj).items():
+            if attr.startswith("_") and attr not in ("__init__", "__call__"):
+                continue
+            if isinstance(value, (classmethod, staticmethod)):
+                value = value.__func__
+            elif isinstance(value, property):
+                value = value.fget
+            if inspect.isfunction(value):
+                yield f"{name}.{attr}", value
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_public_api_is_annotated(module_name):
+    missing = []
+    for name, fn in _callables(importlib.import_module(module_name)):
+        signature = inspect.signature(fn)
+        params = [p for p, v in signature.parameters.items()
+                  if v.annotation is inspect.Parameter.empty and p not in ("self", "cls")]
+        if params or signature.return_annotation is inspect.Signature.empty:
+            missing.append(f"{name}: parameters {params}"
+                           + (", return" if signature.return_annotation is inspect.Signature.empty
+                              else ""))
+    assert not missing, "\n".join(missing)
+
+
+@pytest.mark.parametrize("package", ["rules", "geometric"])
+def test_ships_py_typed_and_version(package):
+    module = importlib.import_module(package)
+    assert (importlib.resources.files(package) / "py.typed").is_file()
+    assert module.__version__ == importlib.metadata.version("pullbacks")
