@@ -8,8 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["HIGHEST", "SMALL_BATCHED_MATMUL", "SMALL_MATMUL", "conj", "copyltu", "eye_like", "mH",
-           "mm", "real_diag"]
+__all__ = ["HIGHEST", "SMALL_MATMUL", "conj", "copyltu", "eye_like", "mH", "mm", "real_diag"]
 
 # Pullbacks and pushforwards ask for full precision so that TF32/bf16 matmuls on accelerators
 # cannot quietly spoil a derivative (as jax/_src/lax/linalg.py does in its JVP rules).
@@ -18,24 +17,18 @@ HIGHEST = lax.Precision.HIGHEST
 # Up to this size a batched matrix product is written as a sum of outer products. XLA's CPU dot
 # emitter is pathologically slow for batches of tiny matrices (measured: 4096 products of 4×4 in
 # ~8 ms as a dot, ~0.25 ms unrolled); the unrolled form is one fused elementwise loop everywhere.
-# Batches of slices up to 16 × 16 too: XLA:CPU runs a batched dot through YNNPACK only from 8 × 8
-# on and only with the left operand's contracted axis last, otherwise slice by slice (measured
-# float32, one core, 1024 products: 6 × 6 in 0.05 ms unrolled against 0.53 ms as a dot; 8 × 8
-# 0.05 against 0.11 ms, or 0.62 ms with the left operand transposed; 16 × 16 0.19 against 0.25
-# or 1.09 ms; 24 × 24 0.58 against 0.47 ms). A single matrix gains nothing from it.
 SMALL_MATMUL = 4
-SMALL_BATCHED_MATMUL = 16
 
 
-def mm(a: jax.Array, b: jax.Array) -> jax.Array:
+def mm(a: jax.Array, b: jax.Array, *, unroll: int = SMALL_MATMUL) -> jax.Array:
     """Batched matrix product ``(..., m, k) @ (..., k, n)`` at full precision.
 
     Batch axes broadcast (a matrix without batch axes is shared); ranks are aligned explicitly so
     this also runs with ``jax_numpy_rank_promotion="raise"``. An empty inner dimension gives zeros.
+    Products whose dimensions are all ``≤ unroll`` are written as sums of outer products.
     """
     (m, k), n = a.shape[-2:], b.shape[-1]
-    limit = SMALL_BATCHED_MATMUL if max(a.ndim, b.ndim) > 2 else SMALL_MATMUL
-    if max(m, k, n) > limit or k == 0:
+    if max(m, k, n) > unroll or k == 0:
         return jnp.matmul(a, b, precision=HIGHEST)
     rank = max(a.ndim, b.ndim)
     a = a.reshape((1,) * (rank - a.ndim) + a.shape)
