@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 import jax
 
-__all__ = ["Table", "median_time", "interleaved", "compile_time", "temp_memory", "compile_program",
-           "machine_info", "load_average", "fmt_time", "fmt_ratio"]
+__all__ = ["Table", "median_time", "interleaved", "compile_time", "compile_program",
+           "normalized_program", "temp_memory", "machine_info", "load_average", "fmt_time",
+           "fmt_ratio"]
 
 
 @dataclass
@@ -112,12 +113,16 @@ def compile_program(fn: Callable, *args) -> tuple[float, str]:
     """
     t0 = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()
-    seconds = time.perf_counter() - t0
+    return time.perf_counter() - t0, normalized_program(compiled)
+
+
+def normalized_program(compiled) -> str:
+    """The text of a compiled program without names, metadata and precision flags."""
     text = compiled.as_text()
     text = text[text.index("\n%") if "\n%" in text else 0:]  # drop the header and file table
     text = re.sub(r",? ?(metadata|operand_precision|frontend_attributes|backend_config)="
                   r"(\{[^{}]*(\{[^{}]*\}[^{}]*)*\}|\"[^\"]*\")", "", text)
-    return seconds, re.sub(r"%[\w.\-]+", "%", text)
+    return re.sub(r"%[\w.\-]+", "%", text)
 
 
 def temp_memory(fn: Callable, *args) -> int | None:

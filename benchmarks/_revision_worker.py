@@ -2,12 +2,14 @@
 
 Run as a script with ``PYTHONPATH`` pointing at the checkout whose ``rules`` is measured:
 ``python benchmarks/_revision_worker.py [--quick] [--budget S]``. Prints one JSON object,
-``{"family label": [compile seconds, gradient seconds], ...}``. It imports only
-``benchmarks/_cases.py`` (public API of ``rules``) beside it, so any revision can be measured.
+``{"family label": [compile CPU seconds, gradient seconds, program hash], ...}``. It imports
+only ``benchmarks/_cases.py`` (public API of ``rules``) and ``_harness.py`` beside it, so any
+revision can be measured.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -19,6 +21,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import _cases  # noqa: E402  (this script's own folder)
+from _harness import normalized_program  # noqa: E402
 
 
 def _median_time(fn, args, budget):
@@ -45,11 +48,13 @@ def main() -> None:
     for case in _cases.gradient_cases(args.quick):
         grad = case.grad(case.ours)
         grad_args = case.grad_args()
-        t0 = time.perf_counter()
+        # CPU time of this process: on a shared machine, waiting for a core is not compiling.
+        t0 = time.process_time()
         compiled = jax.jit(grad).lower(*grad_args).compile()
-        compile_s = time.perf_counter() - t0
+        compile_s = time.process_time() - t0
+        program = hashlib.sha1(normalized_program(compiled).encode()).hexdigest()
         out[f"{case.family} {case.label}"] = [compile_s, _median_time(compiled, grad_args,
-                                                                      args.budget)]
+                                                                      args.budget), program]
     print(json.dumps(out))
 
 
