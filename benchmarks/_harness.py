@@ -11,6 +11,7 @@ import os
 import platform
 import re
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,11 @@ class Table:
     columns: list[str]
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def add(self, row: list[str]) -> None:
+        """Append a row, and show it on stderr at once (a full run takes minutes)."""
+        self.rows.append(row)
+        print(f"{self.title}: " + " | ".join(str(c) for c in row), file=sys.stderr, flush=True)
 
     def markdown(self) -> str:
         lines = [f"## {self.title}", "", "| " + " | ".join(self.columns) + " |",

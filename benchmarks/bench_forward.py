@@ -24,7 +24,7 @@ def tables(quick: bool) -> list[Table]:
         (t_ours, t_jax), ratio = interleaved([jax.jit(ours), jax.jit(theirs)], args,
                                              budget=budget)
         goal = "≤ 0.5" if (case.family, case.label) in TINY else "≤ 1.0"
-        table.rows.append([case.family, case.label, fmt_time(t_ours), fmt_time(t_jax),
+        table.add([case.family, case.label, fmt_time(t_ours), fmt_time(t_jax),
                            fmt_ratio(ratio, p_ours == p_jax), goal,
                            f"{c_ours:.2f} s / {c_jax:.2f} s"])
     table.notes += [

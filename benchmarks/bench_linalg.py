@@ -67,7 +67,7 @@ def tables(quick: bool) -> list[Table]:
                 row = gradient_row(case, budget)
                 if peer_kind:
                     row += _peer_cells(peers, peer_kind, case, budget)
-                table.rows.append(row)
+                table.add(row)
             table.notes += [note, GOALS]
             if peer_kind:
                 table.notes.append("PyTorch (CPU, float32) runs in its own process; the ratio "

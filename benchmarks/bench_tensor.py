@@ -58,7 +58,7 @@ def _attention_table(quick: bool, budget: float) -> Table:
     for case in _cases.attention_cases(quick):
         check_agreement(case)
         r = _timed(case, budget, memory=True)
-        table.rows.append([case.family.split()[1], case.label, r["ours"], r["jax"], r["ratio"],
+        table.add([case.family.split()[1], case.label, r["ours"], r["jax"], r["ratio"],
                            *r["memory"], r["compile"]])
     table.notes += [
         "Gradient of `Σ Ȳ ⊙ attention(x, A)` with respect to `x` and `A` (forward included). "
@@ -80,7 +80,7 @@ def _feedforward_table(quick: bool, budget: float) -> Table:
     for case in _cases.feedforward_cases(quick):
         check_agreement(case)
         r = _timed(case, budget)
-        table.rows.append([case.label, r["forward"], r["ours"], r["jax"], r["ratio"],
+        table.add([case.label, r["forward"], r["ours"], r["jax"], r["ratio"],
                            r["compile"]])
     table.notes += [
         "Gradient of `Σ Ȳ ⊙ (x + tanh(x Wᵀ + b))` with respect to `x`, the packed strictly lower "
@@ -97,7 +97,7 @@ def _products_table(quick: bool, budget: float) -> Table:
     for case in _cases.product_cases(quick):
         check_agreement(case)
         r = _timed(case, budget)
-        table.rows.append([case.family, case.label, r["forward"], r["ours"], r["jax"], r["ratio"],
+        table.add([case.family, case.label, r["forward"], r["ours"], r["jax"], r["ratio"],
                            r["compile"]])
     table.notes += [
         "Gradient of `Σ C̄ ⊙ op(A, B)` with respect to every operand; JAX's column differentiates "
