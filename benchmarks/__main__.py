@@ -16,9 +16,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import jax  # noqa: E402
 
-from ._harness import machine_info
+from ._harness import load_average, machine_info
 
-FAMILIES = ["linalg", "decompositions", "tensor", "geometric", "training"]
+FAMILIES = ["linalg", "decompositions", "tensor", "forward", "geometric", "training"]
 
 
 def main() -> None:
@@ -29,6 +29,10 @@ def main() -> None:
     args = parser.parse_args()
     jax.config.update("jax_enable_x64", True)  # the benchmark process only; rows state dtypes
 
+    start, load_start = time.perf_counter(), load_average()
+    # JAX's one-time start-up costs (backend, caches) belong to no row's compile time.
+    jax.jit(jax.grad(lambda x: jax.numpy.sum(jax.numpy.sin(x) @ x))).lower(
+        jax.numpy.ones((3, 3))).compile()
     sections = []
     for family in args.only or FAMILIES:
         try:
@@ -41,13 +45,19 @@ def main() -> None:
             print(table.markdown(), flush=True)
             sections.append(table.markdown())
 
+    minutes = (time.perf_counter() - start) / 60
     header = ["# Benchmark results", "",
               f"Measured {time.strftime('%Y-%m-%d %H:%M')} with `python -m benchmarks"
-              f"{' --quick' if args.quick else ''}` in one process.", "",
+              f"{' --quick' if args.quick else ''}` in one process ({minutes:.0f} min).", "",
+              f"Load average (1, 5, 15 min; `uptime`): {load_start} at the start, "
+              f"{load_average()} at the end. Figures from a machine whose load average exceeds "
+              "0.5 are not reliable: other processes take the cores these timings share.", "",
               f"Machine: {machine_info()}", "",
-              "Times are medians of repeats after warm-up, under `jax.jit` with `block_until_ready`. "
-              "\"JAX\" columns are JAX's own autodiff of the same function (`jax.grad` through the "
-              "plain `jnp` code); ratios are ours / JAX's, so < 1 means ours is faster.", ""]
+              "Times are medians after warm-up, under `jax.jit` with `block_until_ready`; the two "
+              "sides of every comparison are timed in turn (A B A B …) and a ratio is the median "
+              "of the per-round ratios. \"JAX\" columns are JAX's own autodiff of the same "
+              "function (the plain `jnp` code); ratios are ours / theirs, so < 1 means ours is "
+              "faster.", ""]
     pathlib.Path(args.out).write_text("\n".join(header) + "\n" + "\n".join(sections))
     print(f"wrote {args.out}")
 

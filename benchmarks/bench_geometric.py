@@ -13,6 +13,7 @@ from geometric import optim
 from geometric._core.kernels import rotate
 
 from ._harness import Table, fmt_time, median_time
+from ._peers import THREADS, Peers, alternate
 
 RETRACTIONS = ("qr", "polar", "cayley", "exp")
 
@@ -79,6 +80,75 @@ def _scaling_table(quick: bool) -> Table:
     return table
 
 
+def _peer_step(make_opt, manifold, batch, n, p):
+    """A jitted ``update`` + ``apply_updates`` and its arguments, as :func:`_step_time`'s."""
+    opt = make_opt(manifold)
+    y = jnp.asarray(np.linalg.qr(np.random.default_rng(0).standard_normal((*batch, n, p)))[0],
+                    jnp.float32)
+    g = _rand(y.shape, 1, y.dtype)
+
+    @jax.jit
+    def step(y, g, state):
+        updates, state = opt.update(g, state, y)
+        return optax.apply_updates(y, updates), state
+
+    return step, (y, g, opt.init(y))
+
+
+def _geoopt_table(quick: bool) -> Table | None:
+    peers = Peers.start()
+    if peers is None:
+        return None
+    try:
+        p = 16 if quick else 64
+        sizes = [((), 128, p), ((), 512, p), ((16,), 32, 8)] if quick else [
+            ((), 512, p), ((), 2048, p), ((), 8192, p), ((64,), 64, 16)]
+        labels = [f"St({n}, {q})" if not b else f"{b[0]} × St({n}, {q})" for b, n, q in sizes]
+        ours = [("riemannian_adam", lambda m: optim.riemannian_adam(1e-3, m)),
+                ("riemannian_sgd", lambda m: optim.riemannian_sgd(1e-3, m)),
+                ("manifold_adam", lambda m: optim.manifold_adam(1e-3, m))]
+        table = Table("One optimizer step against geoopt (float32, CPU)",
+                      ["optimizer"] + labels)
+        times = {name: [] for name, _ in ours}
+        peer_times = {name: [] for name in ("RiemannianAdam", "RiemannianSGD")}
+        budget = 0.1 if quick else 0.4
+        for batch, n, q in sizes:
+            manifold = geometric.Stiefel(n, q)
+            for peer_name in peer_times:
+                case = peers.setup(peer_name, batch=list(batch), n=n, p=q)
+                # Alternate the peer with our optimizer of the same kind (Adam with Adam).
+                name, make = ours[0] if peer_name == "RiemannianAdam" else ours[1]
+                step, args = _peer_step(make, manifold, batch, n, q)
+                t_ours, t_peer = alternate(peers, case, step, args, budget=budget)
+                times[name].append(t_ours)
+                peer_times[peer_name].append(t_peer)
+            step, args = _peer_step(ours[2][1], manifold, batch, n, q)
+            times["manifold_adam"].append(median_time(step, *args, repeats=10))
+        for name, _ in ours:
+            table.rows.append([f"ours: `{name}`"] + [fmt_time(t) for t in times[name]])
+        for name, ts in peer_times.items():
+            table.rows.append([f"geoopt `{name}` (1 / 2 threads)"] + [
+                " / ".join(fmt_time(t[k]) for k in THREADS) for t in ts])
+        best = {k: [min(t.values()) for t in v] for k, v in peer_times.items()}
+        for name, peer in (("riemannian_adam", "RiemannianAdam"),
+                           ("riemannian_sgd", "RiemannianSGD"),
+                           ("manifold_adam", "RiemannianAdam")):
+            table.rows.append([f"ratio `{name}` / geoopt `{peer}`"] + [
+                f"{a / b:.2f}" for a, b in zip(times[name], best[peer])])
+        table.notes += [
+            "One step with a given Euclidean gradient: ours `update` + `optax.apply_updates` "
+            "(jitted, default retraction of `geometric.Stiefel`: QR), geoopt `opt.step()` on a "
+            "`ManifoldParameter` of `geoopt.EuclideanStiefel` (QR retraction) whose `.grad` is "
+            f"set. geoopt {peers.versions['geoopt']}, PyTorch {peers.versions['torch']} (CPU) in "
+            "their own process, alternated with ours (Adam with Adam, SGD with SGD); the faster "
+            "of 1 and 2 PyTorch threads counts as geoopt's time.",
+            "Goal: every ratio ≤ 1.0 (a step of ours at least as fast as geoopt's).",
+        ]
+        return table
+    finally:
+        peers.close()
+
+
 def _dense_cayley(y, v):
     n = y.shape[0]
     q = jnp.eye(n, dtype=y.dtype) - 0.5 * y @ y.T
@@ -124,4 +194,5 @@ def _retraction_table(quick: bool) -> Table:
 
 
 def tables(quick: bool) -> list[Table]:
-    return [_scaling_table(quick), _retraction_table(quick)]
+    peers = _geoopt_table(quick)
+    return [_scaling_table(quick)] + ([peers] if peers else []) + [_retraction_table(quick)]

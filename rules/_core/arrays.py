@@ -20,14 +20,15 @@ HIGHEST = lax.Precision.HIGHEST
 SMALL_MATMUL = 4
 
 
-def mm(a: jax.Array, b: jax.Array) -> jax.Array:
+def mm(a: jax.Array, b: jax.Array, *, unroll: int = SMALL_MATMUL) -> jax.Array:
     """Batched matrix product ``(..., m, k) @ (..., k, n)`` at full precision.
 
     Batch axes broadcast (a matrix without batch axes is shared); ranks are aligned explicitly so
     this also runs with ``jax_numpy_rank_promotion="raise"``. An empty inner dimension gives zeros.
+    Products whose dimensions are all ``≤ unroll`` are written as sums of outer products.
     """
     (m, k), n = a.shape[-2:], b.shape[-1]
-    if max(m, k, n) > SMALL_MATMUL or k == 0:
+    if max(m, k, n) > unroll or k == 0:
         return jnp.matmul(a, b, precision=HIGHEST)
     rank = max(a.ndim, b.ndim)
     a = a.reshape((1,) * (rank - a.ndim) + a.shape)

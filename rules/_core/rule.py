@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from jax.api_util import debug_info
 from jax.custom_derivatives import SymbolicZero
 from jax.extend import linear_util as lu
-from jax.extend.core import Primitive
+from jax.extend.core import Primitive, set_current_trace, take_current_trace
 from jax.interpreters import ad, batching, mlir
 from jax.interpreters import partial_eval as pe
 
@@ -94,10 +94,11 @@ class Rule:
             return self.forward(*args, **kwargs)[0]
 
         def jvp(primals, tangents):
-            out, residuals = self.forward(*primals, **kwargs)
             arg_tangents = [_nonzero_tangent(t) for t in tangents]
-            out_leaves, out_tree = jax.tree.flatten(out)
             tan_leaves, tan_tree = jax.tree.flatten(arg_tangents)
+            with set_current_trace(_primal_trace(primals, tan_leaves)):
+                out, residuals = self.forward(*primals, **kwargs)
+            out_leaves, out_tree = jax.tree.flatten(out)
             if not any(jnp.size(t) for t in tan_leaves) or not any(jnp.size(y) for y in out_leaves):
                 # All tangents zero, or every array empty: the output tangent is zero (and the
                 # rule's own code need not handle empty shapes).
@@ -229,6 +230,27 @@ def _abstract_eval_cached(rule, avals, static, trees, batch):
     wrapped = lu.wrap_init(fun, debug_info=debug_info(rule.primitive.name, fun, avals, {}))
     _, out_avals, _ = pe.trace_to_jaxpr_dynamic(wrapped, avals)
     return out_avals
+
+
+def _primal_trace(primals, tangent_leaves):
+    """The trace to evaluate a rule's forward on: the primals' own, when they are known.
+
+    Reverse mode linearises a ``custom_jvp`` rule by partial evaluation (JAX's
+    ``linearize_from_jvp``): its JVP runs under a ``JaxprTrace`` whose tangents are unknown
+    ``JaxprTracer``s and whose primals are values of the trace beneath. Every op of the forward
+    would pass through that trace only to be bound beneath it, and each ``jnp`` function is a
+    ``jit`` whose partial evaluation re-traces its jaxpr: the forward traced about 3× slower there
+    (measured, ``jax.jit(jax.grad(...)).lower`` of ``inv`` on (4096, 4, 4): 61-72 ms; 37-40 ms
+    evaluated beneath; 34-38 ms with the ``custom_vjp`` rules before). The forward sees only
+    primals, so evaluating it beneath gives the same values.
+    """
+    with take_current_trace() as trace:
+        pass
+    # That trace is the current one (not, e.g., a vmap trace of the JVP nested in it) exactly
+    # when the tangents are its tracers; the primals are then never its tracers.
+    linearizing = any(isinstance(t, pe.JaxprTracer) and t._trace is trace for t in tangent_leaves)
+    # A JAX without ``parent_trace`` gets the slower but equal evaluation on the current trace.
+    return getattr(trace, "parent_trace", trace) if linearizing else trace
 
 
 def _nonzero_tangent(t):

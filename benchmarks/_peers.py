@@ -1,0 +1,79 @@
+"""The peer libraries, timed in their own process and alternated with our own timings.
+
+PyTorch and geoopt live in a separate environment (``make peers`` creates ``.venv-peers``: CPU
+``torch==2.13.0`` and ``geoopt``), never a dependency of ours. :class:`Peers` starts
+``benchmarks/_peer_worker.py`` there and talks to it over a pipe; :func:`alternate` times one of
+our functions and the peer's case in turn, round after round, so a slow phase of a shared machine
+hits both sides alike. PyTorch runs at 1 and at 2 threads; the faster counts as its time.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+from collections.abc import Callable
+
+from ._harness import interleaved
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PEERS_PYTHON = pathlib.Path(os.environ.get("PEERS_PYTHON", ROOT / ".venv-peers" / "bin" / "python"))
+THREADS = (1, 2)
+
+
+class Peers:
+    """The worker process, or ``None`` from :meth:`start` when the environment is missing."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self._proc = proc
+        self.versions = self._ask({"cmd": "info"})
+
+    @classmethod
+    def start(cls) -> Peers | None:
+        if not PEERS_PYTHON.exists():
+            return None
+        env = dict(os.environ, OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
+        proc = subprocess.Popen([str(PEERS_PYTHON), str(ROOT / "benchmarks" / "_peer_worker.py")],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        return cls(proc)
+
+    def _ask(self, msg: dict) -> dict:
+        self._proc.stdin.write(json.dumps(msg) + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the peer worker ({PEERS_PYTHON}) exited; run `make peers`.")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"peer worker: {reply['error']}")
+        return reply
+
+    def setup(self, kind: str, **spec) -> int:
+        return self._ask({"cmd": "setup", "kind": kind, **spec})["id"]
+
+    def time(self, case: int, threads: int, budget: float) -> float:
+        return self._ask({"cmd": "time", "id": case, "threads": threads, "budget": budget})["median"]
+
+    def close(self) -> None:
+        self._proc.stdin.close()
+        self._proc.wait()
+
+
+def alternate(peers: Peers, case: int, ours: Callable, args: tuple, *, rounds: int = 4,
+              budget: float = 0.25) -> tuple[float, dict[int, float]]:
+    """Our median and the peer's per thread count, measured in turn ``rounds`` times.
+
+    Each round times ours (:func:`interleaved`, ``budget`` seconds) and the peer at each thread
+    count (``budget`` seconds each), the order reversed every other round; the results are the
+    medians over the rounds.
+    """
+    mine, theirs = [], {t: [] for t in THREADS}
+    for r in range(rounds):
+        steps = [("ours", None)] + [("peer", t) for t in THREADS]
+        for side, t in (steps if r % 2 == 0 else steps[::-1]):
+            if side == "ours":
+                mine.append(interleaved([ours], args, budget=budget, min_samples=3)[0][0])
+            else:
+                theirs[t].append(peers.time(case, t, budget))
+    return statistics.median(mine), {t: statistics.median(v) for t, v in theirs.items()}
