@@ -19,8 +19,11 @@ demo: $(STAMP)
 tour: $(STAMP)
 	$(PY) examples/tour.py
 
+# Two worker processes (pytest-xdist), one per core of the 2-core CI machine; a file's tests stay
+# in one worker so module fixtures run once. `make test JOBS=0` runs in this process.
+JOBS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
