@@ -213,15 +213,30 @@ def scale_by_global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifold
     piece and the retraction that rescales ``W_t`` moves the point by the rescaled step while
     ``M_t`` follows the unscaled one (the point stays on the manifold). Euclidean leaves get
     ``optax.adam(learning_rate, b1, b2, eps)``, bit for bit.
+
+    Chained with ``retract``, the rotation is computed twice (for ``M`` here, for the point
+    there); :func:`global_tangent_adam` does both in one low-rank application.
     """
-    fname = "scale_by_global_tangent_adam"
+    return global_tangent_transform("scale_by_global_tangent_adam", learning_rate, manifolds, b1,
+                                    b2, eps, retraction, retract_too=False, stabilize_every=None)
+
+
+def global_tangent_transform(fname: str, learning_rate: optax.ScalarOrSchedule,
+                             manifolds: ManifoldsTree, b1: float, b2: float, eps: float,
+                             retraction: str, *, retract_too: bool, stabilize_every: int | None
+                             ) -> optax.GradientTransformationExtraArgs:
+    """:func:`scale_by_global_tangent_adam`, or with ``retract_too`` the whole optimizer (the
+    step and the retraction share the rotation of ``[Y, M]``)."""
     check_global_retraction(fname, retraction)
+    check_stabilize_every(fname, stabilize_every)
     check_frames(fname, check_spec(fname, manifolds))
     euclidean = optax.adam(learning_rate, b1, b2, eps)
 
     def init_fn(params: optax.Params) -> optax.OptState:
         r = resolve(fname, manifolds, params)
         check_frames(fname, [m for m in r.manifolds if m is not None])
+        if retract_too:
+            check_start(fname, r, params)
         mu, nu_a, nu_b = map_manifolds(r, _global_tangent.init_moments, params, outputs=3)
         return ManifoldAdamState(jnp.zeros([], jnp.int32), mu, nu_a, nu_b,
                                  euclidean.init(r.mask(params, manifold=False)))
@@ -235,8 +250,12 @@ def scale_by_global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifold
         def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array,
                  nu_a: jax.Array, nu_b: jax.Array) -> tuple[jax.Array, ...]:
             lr, beta1, beta2, delta = _cast(x, _value(learning_rate, state.count), b1, b2, eps)
-            return _global_tangent.step(m, x, g, mu, nu_a, nu_b, learning_rate=lr, b1=beta1,
-                                        b2=beta2, eps=delta, count=count, retraction=retraction)
+            w, y, mu, nu_a, nu_b = _global_tangent.step(
+                m, x, g, mu, nu_a, nu_b, learning_rate=lr, b1=beta1, b2=beta2, eps=delta,
+                count=count, retraction=retraction)
+            if retract_too:
+                w = stabilize(m, y, count, stabilize_every, False) - x
+            return w, mu, nu_a, nu_b
 
         out, mu, nu_a, nu_b = map_manifolds(r, leaf, params, updates, state.mu, state.nu_a,
                                             state.nu_b, outputs=4)
@@ -265,7 +284,7 @@ class RetractState(NamedTuple):
     count: jax.Array  # type: ignore[assignment]  # shape=(), int32: updates so far
 
 
-def _check_start(fname: str, r: Any, params: optax.Params) -> None:
+def check_start(fname: str, r: Any, params: optax.Params) -> None:
     """Refuse a concrete starting point off its manifold (a traced one cannot be inspected)."""
     for m, path, x in zip(r.manifolds, r.paths, r.flatten("params", params)):
         if m is None:
@@ -328,7 +347,7 @@ def retract(manifolds: ManifoldsTree, *, method: str | None = None,
         r = resolve(fname, manifolds, params)
         if method is not None:
             check_frames(fname, [m for m in r.manifolds if m is not None])
-        _check_start(fname, r, params)
+        check_start(fname, r, params)
         return RetractState(jnp.zeros([], jnp.int32))
 
     def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
@@ -341,7 +360,7 @@ def retract(manifolds: ManifoldsTree, *, method: str | None = None,
                 y = stabilize(m, m.retract(x, u), count, stabilize_every, m.self_correcting)
             else:
                 y = stabilize(m, _global_tangent.retract(m, x, u, method), count,
-                              stabilize_every, False)
+                              stabilize_every, self_correcting=False)
             return (y - x,)
 
         (out,) = map_manifolds(r, leaf, params, updates, outputs=1, euclidean=lambda x, u: (u,))
