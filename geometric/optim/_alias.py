@@ -188,14 +188,12 @@ def riemannian_adam(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsT
       >>> a = jnp.diag(jnp.arange(6.0))
       >>> loss = lambda y: -jnp.trace(y.T @ a @ y)  # minimum: -(5 + 4)
       >>> opt = geometric.optim.riemannian_adam(optax.cosine_decay_schedule(0.1, 300), st)
-      >>> y = st.random_point(jax.random.PRNGKey(0))
-      >>> state = opt.init(y)
-      >>> @jax.jit
-      ... def step(y, state):
+      >>> def step(carry, _):
+      ...     y, state = carry
       ...     updates, state = opt.update(jax.grad(loss)(y), state, y)
-      ...     return optax.apply_updates(y, updates), state
-      >>> for _ in range(300):
-      ...     y, state = step(y, state)
+      ...     return (optax.apply_updates(y, updates), state), None
+      >>> y = st.random_point(jax.random.PRNGKey(0))
+      >>> (y, _), _ = jax.jit(lambda y: jax.lax.scan(step, (y, opt.init(y)), length=300))(y)
       >>> print(f"{loss(y):.3f}")
       -9.000
     """
@@ -291,14 +289,12 @@ def global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifolds: Manifo
       >>> a = jnp.diag(jnp.arange(6.0))
       >>> loss = lambda y: -jnp.trace(y.T @ a @ y)  # minimum: -(5 + 4)
       >>> opt = geometric.optim.global_tangent_adam(optax.cosine_decay_schedule(0.1, 300), st)
-      >>> y = st.random_point(jax.random.PRNGKey(0))
-      >>> state = opt.init(y)
-      >>> @jax.jit
-      ... def step(y, state):
+      >>> def body(_, carry):
+      ...     y, state = carry
       ...     updates, state = opt.update(jax.grad(loss)(y), state, y)
       ...     return optax.apply_updates(y, updates), state
-      >>> for _ in range(300):
-      ...     y, state = step(y, state)
+      >>> y = st.random_point(jax.random.PRNGKey(0))
+      >>> y, _ = jax.jit(lambda y: jax.lax.fori_loop(0, 300, body, (y, opt.init(y))))(y)
       >>> print(f"{loss(y):.3f}")
       -9.000
     """
