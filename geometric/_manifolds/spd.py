@@ -2,6 +2,7 @@ r"""The manifold SPD(n) of symmetric positive definite matrices, with three metr
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar
 
 import jax
@@ -124,7 +125,7 @@ class SPD(AbstractManifold):
 
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         # sym(G) has spectral radius ≈ √(2n); scaled, its exponential is well conditioned.
-        s = sym(jax.random.normal(key, self.shape, dtype)) / np.sqrt(2 * self.n)
+        s = sym(jax.random.normal(key, self.shape, dtype)) / math.sqrt(2 * self.n)
         return sym(sym_function(jnp.exp, jnp.exp, s))
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:

@@ -2,6 +2,7 @@ r"""The symplectic Stiefel manifold SpSt(2n, 2k)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar
 
 import jax
@@ -105,13 +106,13 @@ class SymplecticStiefel(AbstractManifold):
         complex_dtype = jnp.result_type(dtype, jnp.complex64)
         q, r = jnp.linalg.qr(jax.random.normal(k_unitary, (n, k), complex_dtype))
         d = jnp.diagonal(r)
-        q = q * jnp.where(d == 0, 1, d / jnp.abs(d))  # Haar: no LAPACK phase gauge (Mezzadri)
+        q = q * jnp.where(d == 0, 1, d / jnp.abs(d))[None, :]  # Haar: no LAPACK phase gauge (Mezzadri)
         a, b = q.real.astype(dtype), q.imag.astype(dtype)
         x = jnp.block([[a, -b], [b, a]])  # Q E for the orthosymplectic Q = [[A, -B], [B, A]]
-        s = sym(jax.random.normal(k_shear, (n, n), dtype)) / np.sqrt(8 * n)
+        s = sym(jax.random.normal(k_shear, (n, n), dtype)) / math.sqrt(8 * n)
         x = x.at[n:].add(s @ x[:n])  # [[I, 0], [S, I]] is symplectic for symmetric S
         stretch = jnp.exp(0.5 * jax.random.normal(k_stretch, (k,), dtype))
-        return x * jnp.concatenate([stretch, 1 / stretch])
+        return x * jnp.concatenate([stretch, 1 / stretch])[None, :]
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         w, q = jnp.linalg.eigh(mm(x.mT, x))
