@@ -18,5 +18,5 @@ from ._manifolds.sphere import Sphere as Sphere
 from ._manifolds.stiefel import Stiefel as Stiefel
 from ._manifolds.symplectic_stiefel import SymplecticStiefel as SymplecticStiefel
 
-__all__ = ["AbstractManifold", "Grassmann", "Oblique", "Orthogonal", "SPD", "Sphere", "Stiefel",
+__all__ = ["SPD", "AbstractManifold", "Grassmann", "Oblique", "Orthogonal", "Sphere", "Stiefel",
            "SymplecticStiefel", "optim", "riemannian_gradient"]

@@ -7,7 +7,6 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from rules.internal import eye_like, mm
 
