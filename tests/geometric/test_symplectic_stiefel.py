@@ -62,7 +62,7 @@ def test_retraction_is_symplectic_for_large_steps():
     sp = geometric.SymplecticStiefel(4, 2)
     x = sp.random_point(jax.random.PRNGKey(1), jnp.float64)
     z = sp.project(x, rand((8, 4), 2))
-    ys = jax.jit(sp.retract)(jnp.broadcast_to(x, (3, 8, 4)), jnp.asarray([1e-3, 1.0, 5.0])[:, None, None] * z)
+    ys = jax.jit(sp.retract)(jnp.broadcast_to(x, (3, 8, 4)), jnp.asarray([1e-3, 1.0, 5.0])[:, None, None] * z[None])
     assert float(sp.manifold_error(ys).max()) < 1e-12
     np.testing.assert_allclose(sp.retract(x, 1e-6 * z), x + 1e-6 * z, atol=1e-10)
 
