@@ -20,7 +20,7 @@ import pytest
 import scipy.linalg as sla
 
 import geometric
-from tests.helpers import rand
+from tests.helpers import rand, spd_reference_dist
 
 MANIFOLDS = {
     "stiefel-qr": geometric.Stiefel(7, 3),
@@ -46,21 +46,6 @@ TOL = 1e-12  # float64, absolute, for quantities of order one
 BATCH = 3
 STEPS = (1e-2, 5e-3, 2.5e-3, 1.25e-3)  # t in R_x(tv) - x - tv = O(t²)
 DIST_LENGTHS = (0.2, 0.45, 0.6)  # well inside every injectivity radius (Grassmann: π/2)
-
-
-def spd_function(a, f):
-    w, q = np.linalg.eigh(a)
-    return (q * f(w)) @ q.T
-
-
-def spd_reference_dist(m, x, y):
-    if m.metric == "affine":
-        s = spd_function(x, lambda w: w ** -0.5)
-        return np.linalg.norm(np.log(np.linalg.eigvalsh(s @ y @ s)))
-    if m.metric == "log_euclidean":
-        return np.linalg.norm(spd_function(x, np.log) - spd_function(y, np.log))
-    s = spd_function(x, np.sqrt)
-    return np.sqrt(np.trace(x) + np.trace(y) - 2 * np.sum(np.sqrt(np.linalg.eigvalsh(s @ y @ s))))
 
 
 # Distances in closed form from NumPy/SciPy, one point pair (in the public layout) at a time.

@@ -10,7 +10,7 @@ import optax
 import pytest
 
 import geometric
-from tests.helpers import central_difference, rand, spd
+from tests.helpers import central_difference, rand, spd, spd_reference_dist
 
 METRICS = ("affine", "log_euclidean", "bures_wasserstein")
 STEPS = 200
@@ -63,32 +63,37 @@ def test_karcher_mean_of_commuting_matrices(metric, optimizer):
     assert float(m.manifold_error(x)) < 1e-14
 
 
+@pytest.mark.parametrize("n", [2, 3])  # 2: the closed-form eigendecomposition
 @pytest.mark.parametrize("metric", METRICS)
-def test_dist_derivative_at_repeated_eigenvalues(metric):
+def test_dist_derivative_at_repeated_eigenvalues(metric, n):
     """Y = 2X: C⁻¹YC⁻ᵀ = 2I, a fully degenerate spectrum (eigh's derivative divides by zero)."""
-    m = geometric.SPD(3, metric=metric)
-    x = spd((3, 3), 1)
+    m = geometric.SPD(n, metric=metric)
+    x = spd((n, n), 1)
     to_y = jax.jit(lambda p: m.dist(x, p))
     y = 2 * x
     gradient = jax.jit(jax.grad(to_y))(y)
-    d = m.project(y, rand((3, 3), 2))
+    d = m.project(y, rand((n, n), 2))
     want = central_difference(to_y, y, d, eps=1e-6)
     np.testing.assert_allclose(jnp.vdot(gradient, d), want, rtol=1e-7)
 
 
 @pytest.mark.parametrize("metric", METRICS)
-def test_log_exp_near_the_identity_and_a_batch_of_covariances(metric):
-    """A batch (2, 4) of 3×3 covariances: every method keeps the batch axes; log inverts exp."""
-    m = geometric.SPD(3, metric=metric)
-    g = rand((2, 4, 3, 3), 3)
-    x = g @ g.mT / 3 + jnp.broadcast_to(jnp.eye(3), g.shape)
-    v = 0.3 * m.project(x, rand((2, 4, 3, 3), 4))
+def test_log_exp_and_a_batch_of_2x2_covariances(metric):
+    """A batch (2, 4) of 2×2 covariances (the closed-form eigendecomposition; test_manifolds has
+    4×4): every method keeps the batch axes; log inverts exp; the distance is the closed form."""
+    n = 2
+    m = geometric.SPD(n, metric=metric)
+    g = rand((2, 4, n, n), 3)
+    x = g @ g.mT / n + jnp.broadcast_to(jnp.eye(n), g.shape)
+    v = 0.3 * m.project(x, rand((2, 4, n, n), 4))
     y = jax.jit(m.exp)(x, v)
     assert y.shape == x.shape and float(m.manifold_error(y).max()) < 1e-14
     np.testing.assert_allclose(jax.jit(m.log)(x, y), v, atol=1e-12)
     np.testing.assert_allclose(m.dist(x, y), m.norm(x, v), rtol=1e-12)
     per_point = jax.vmap(jax.vmap(m.dist))(x, y)
     np.testing.assert_allclose(m.dist(x, y), per_point, rtol=1e-13)
+    want = [spd_reference_dist(m, a, b) for a, b in zip(np.asarray(x[0]), np.asarray(y[1]))]
+    np.testing.assert_allclose(m.dist(x[0], y[1]), want, rtol=1e-11)
 
 
 def test_retraction_stays_positive_definite_for_any_step():
