@@ -41,3 +41,21 @@ def central_difference(f: Callable, x, direction, eps: float = 1e-6):
     """``(f(x + εd) - f(x - εd)) / 2ε`` for a pytree-valued ``f`` of one array."""
     plus, minus = f(x + eps * direction), f(x - eps * direction)
     return jax.tree_util.tree_map(lambda p, m: (p - m) / (2 * eps), plus, minus)
+
+
+def spd_reference_dist(m, x, y) -> float:
+    """The geodesic distance of ``geometric.SPD`` metric ``m.metric`` between two SPD matrices,
+    from NumPy eigendecompositions (affine-invariant, log-Euclidean, Bures–Wasserstein)."""
+    def function(a, f):
+        w, q = np.linalg.eigh(a)
+        return (q * f(w)) @ q.T
+
+    x, y = np.asarray(x), np.asarray(y)
+    if m.metric == "affine":
+        s = function(x, lambda w: w ** -0.5)
+        return float(np.linalg.norm(np.log(np.linalg.eigvalsh(s @ y @ s))))
+    if m.metric == "log_euclidean":
+        return float(np.linalg.norm(function(x, np.log) - function(y, np.log)))
+    s = function(x, np.sqrt)
+    return float(np.sqrt(np.trace(x) + np.trace(y)
+                         - 2 * np.sum(np.sqrt(np.linalg.eigvalsh(s @ y @ s)))))

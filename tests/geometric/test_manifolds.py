@@ -20,7 +20,7 @@ import pytest
 import scipy.linalg as sla
 
 import geometric
-from tests.helpers import rand
+from tests.helpers import rand, spd_reference_dist
 
 MANIFOLDS = {
     "stiefel-qr": geometric.Stiefel(7, 3),
@@ -32,7 +32,15 @@ MANIFOLDS = {
     "grassmann": geometric.Grassmann(7, 3),
     "sphere": geometric.Sphere(5),
     "orthogonal": geometric.Orthogonal(5),
+    "spd-affine": geometric.SPD(4),
+    "spd-log_euclidean": geometric.SPD(4, metric="log_euclidean"),
+    "spd-bures_wasserstein": geometric.SPD(4, metric="bures_wasserstein"),
+    "oblique": geometric.Oblique(6, 3),
+    "symplectic_stiefel": geometric.SymplecticStiefel(3, 2),
 }
+# Manifolds whose project_point is defined only near the manifold (a Gaussian matrix is far from
+# SPD(n) or SpSt(2n, 2k)): the laws run at their random points instead.
+RANDOM_POINTS = (geometric.SPD, geometric.SymplecticStiefel)
 DTYPES = ("float32", "float64")
 TOL = 1e-12  # float64, absolute, for quantities of order one
 BATCH = 3
@@ -42,6 +50,8 @@ DIST_LENGTHS = (0.2, 0.45, 0.6)  # well inside every injectivity radius (Grassma
 
 # Distances in closed form from NumPy/SciPy, one point pair (in the public layout) at a time.
 REFERENCE_DIST = {
+    geometric.SPD: spd_reference_dist,
+    geometric.Oblique: lambda m, x, y: np.linalg.norm(np.arccos(np.clip(np.sum(x * y, 0), -1, 1))),
     geometric.Sphere: lambda m, x, y: np.arccos(np.clip(x @ y, -1, 1)),
     geometric.Grassmann: lambda m, x, y: np.linalg.norm(
         sla.subspace_angles(*((x.T, y.T) if m.rows else (x, y)))),
@@ -156,7 +166,11 @@ def results(name):
     """``laws`` in float64, as NumPy arrays."""
     m = MANIFOLDS[name]
     shape = (BATCH, *m.shape)
-    x = m.project_point(rand(shape, seed=0))
+    if isinstance(m, RANDOM_POINTS):
+        keys = jax.random.split(jax.random.PRNGKey(0), BATCH)
+        x = jax.vmap(lambda k: m.random_point(k, jnp.float64))(keys)
+    else:
+        x = m.project_point(rand(shape, seed=0))
     return m, jax.tree.map(np.asarray, laws(m, x, rand((6, *shape), seed=1))), TOL
 
 
@@ -380,7 +394,8 @@ def test_verify_point(name):
     assert ok, reason
     assert re.fullmatch(rf"{re.escape(m._error_formula)} = \S+ ≤ atol = \S+ \(the largest of 3 points, "
                         r"at index \(\d,\)\)", reason), reason
-    ok, reason = m.verify_point(x.at[1].multiply(1.5), atol=1e-3)
+    off = -1.0 if isinstance(m, geometric.SPD) else 1.5  # a scaled SPD matrix is one
+    ok, reason = m.verify_point(x.at[1].multiply(off), atol=1e-3)
     assert not ok
     assert re.fullmatch(rf"{re.escape(m._error_formula)} = \S+ > atol = 0.001 \(the largest of 3 "
                         r"points, at index \(1,\)\)", reason), reason
@@ -462,7 +477,9 @@ def test_capabilities_must_match_the_hooks():
 def test_declared_capabilities():
     assert {name: set(m.capabilities) for name, m in MANIFOLDS.items() if "-" not in name} == {
         "grassmann": {"exp", "log", "dist", "frame"}, "sphere": {"exp", "log", "dist", "frame"},
-        "orthogonal": {"exp", "log", "dist", "frame"}}
+        "orthogonal": {"exp", "log", "dist", "frame"}, "oblique": {"exp", "log", "dist"},
+        "symplectic_stiefel": set()}
+    assert set(geometric.SPD(3).capabilities) == {"exp", "log", "dist"}
     assert set(geometric.Stiefel(5, 2).capabilities) == {"exp", "frame"}
     with pytest.raises(NotImplementedError, match=r"^Stiefel\(n=5, p=2, metric='euclidean', "
                                                   r"retraction='qr', rows=False\)\.log: Stiefel has "

@@ -1,0 +1,277 @@
+r"""The manifold SPD(n) of symmetric positive definite matrices, with three metrics."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import solve_triangular
+
+from rules import eigh
+from rules.internal import mm
+
+from .._core.checks import check_choice_field, check_int_field
+from .._core.kernels import frobenius_inner, safe_sqrt, sym
+from .._core.spd_kernels import sym_function
+from .._core.manifold import AbstractManifold
+
+__all__ = ["SPD"]
+
+METRICS = ("affine", "log_euclidean", "bures_wasserstein")
+
+
+@dataclasses.dataclass(frozen=True)
+class SPD(AbstractManifold):
+    r"""Symmetric positive definite n×n matrices (covariances, kernels, diffusion tensors).
+
+    .. math::
+        \mathrm{SPD}(n) = \{X \in \mathbb{R}^{n\times n} : X = X^T,\ X \succ 0\}, \qquad
+        T_X = \mathrm{Sym}(n), \qquad P_X(V) = \operatorname{sym}(V) = \tfrac12(V + V^T)
+
+    An open subset of the symmetric matrices, so every tangent space is ``Sym(n)`` and the
+    projection does not depend on ``X``. Metrics (``metric``), with ``G_s = sym(G)`` and, where an
+    eigendecomposition ``X = QΛQᵀ`` enters, ``Ũ = QᵀUQ``:
+
+    * ``"affine"`` (affine-invariant, Pennec et al.): ``g(U, V) = tr(X⁻¹UX⁻¹V)``, gradient
+      ``X G_s X``. Invariant under ``X → AXAᵀ``; complete, with unique geodesics.
+    * ``"log_euclidean"`` (Arsigny et al.): ``g(U, V) = ⟨D log(X)[U], D log(X)[V]⟩_F``, the
+      Euclidean metric of ``log X``; ``D log(X)[U] = Q(L ∘ Ũ)Qᵀ`` with the divided differences
+      ``L_ij = (log λᵢ - log λⱼ)/(λᵢ - λⱼ)`` (``1/λᵢ`` on the diagonal), gradient
+      ``Q(G̃_s / L²)Qᵀ``.
+    * ``"bures_wasserstein"`` (Malagò et al.; Bhatia et al.): ``g(U, V) = ½ tr(L_X[U] V)`` with
+      ``XL + LX = U`` (``L̃_ij = Ũ_ij/(λᵢ + λⱼ)``), the Wasserstein-2 metric of centred Gaussians;
+      gradient ``2(X G_s + G_s X)``.
+
+    Geodesics, with ``X = CCᵀ`` (Cholesky) and matrix functions of symmetric matrices:
+
+    .. math::
+        \text{affine: } \exp_X(V) = C\exp(C^{-1}VC^{-T})C^T, \quad
+        \log_X(Y) = C\log(C^{-1}YC^{-T})C^T, \quad d = \|\log(C^{-1}YC^{-T})\|_F
+
+    .. math::
+        \text{log-Euclidean: } \exp_X(V) = \exp(\log X + D\log(X)[V]), \quad
+        \log_X(Y) = D\log(X)^{-1}[\log Y - \log X], \quad d = \|\log Y - \log X\|_F
+
+    .. math::
+        \text{Bures–Wasserstein: } \exp_X(V) = X + V + L_X[V]\,X\,L_X[V], \quad
+        \log_X(Y) = (XY)^{1/2} + (YX)^{1/2} - 2X, \quad
+        d^2 = \operatorname{tr}X + \operatorname{tr}Y - 2\operatorname{tr}(X^{1/2}YX^{1/2})^{1/2}
+
+    (``(XY)^{1/2} = C(CᵀYC)^{1/2}C⁻¹``; the Bures–Wasserstein ``exp`` leaves SPD(n) once
+    ``I + L_X[V]`` is singular, beyond the injectivity radius, and the distance is computed as
+    ``‖log_X(Y)‖_X``, accurate near ``Y = X`` where the trace formula cancels). Matrix functions
+    go through :func:`~geometric._core.spd_kernels.sym_function` (closed-form eigendecomposition
+    for n = 2), whose derivative (Daleckii–Krein) exists at repeated eigenvalues, so ``dist`` and ``log`` are differentiable at ``Y = X``
+    (``log`` is exactly 0 there for the affine metric). The distance's derivative at ``Y = X`` is
+    0, a subgradient; ``dist²`` has its true derivative, 0.
+
+    Every metric shares the retraction ``R_X(V) = X + V + ½VX⁻¹V = ½X + ½(X + V)X⁻¹(X + V)``
+    (one Cholesky factorisation): positive definite for every ``V``, second order for the affine
+    metric (Jeuris et al.) and first order for the others. Results are symmetrised, so the
+    retraction corrects asymmetric rounding (``self_correcting``). Vector transport is the
+    identity of ``Sym(n)`` (the projection: all tangent spaces coincide).
+    :meth:`manifold_error` is ``(‖X - Xᵀ‖_F + max(0, -λ_min(sym X)))/‖X‖_F``, relative, as SPD(n)
+    is a cone. :meth:`project_point` returns ``sym(X)`` when it is positive definite, and else
+    raises its eigenvalues to ``n·ε·max|λ|`` (the open cone has no nearest point). Random points
+    are ``exp(S)`` for a Gaussian symmetric ``S`` scaled to spectrum ≈ [-1, 1] (eigenvectors Haar,
+    condition number about e²).
+
+    Args:
+      n: size, ``n ≥ 1``.
+      metric: ``"affine"``, ``"log_euclidean"`` or ``"bures_wasserstein"``.
+
+    Raises:
+      TypeError: ``n`` is not an int.
+      ValueError: ``n < 1``, or an unknown ``metric``.
+
+    References:
+      X. Pennec, P. Fillard, N. Ayache, "A Riemannian framework for tensor computing", IJCV 66
+      (2006). V. Arsigny, P. Fillard, X. Pennec, N. Ayache, "Geometric means in a novel vector
+      space structure on symmetric positive-definite matrices", SIAM J. Matrix Anal. Appl. 29
+      (2007). L. Malagò, L. Montrucchio, G. Pistone, "Wasserstein Riemannian geometry of
+      Gaussian densities", Inf. Geom. 1 (2018). R. Bhatia, T. Jain, Y. Lim, "On the
+      Bures–Wasserstein distance between positive definite matrices", Expo. Math. 37 (2019).
+      B. Jeuris, R. Vandebril, B. Vandereycken, "A survey and comparison of contemporary
+      algorithms for computing the matrix geometric mean", ETNA 39 (2012). Derivations:
+      ``docs/derivations/manifolds.md#spd``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, geometric
+      >>> spd = geometric.SPD(2)
+      >>> x, y = jnp.diag(jnp.array([1.0, 2.0])), jnp.diag(jnp.array([2.0, 2.0]))
+      >>> print(f"{spd.dist(x, y):.4f}")  # |log 2|: only the first eigenvalue moves
+      0.6931
+      >>> print(geometric.SPD(2, metric="bures_wasserstein").egrad_to_rgrad(x, jnp.eye(2)))
+      [[4. 0.]
+       [0. 8.]]
+    """
+
+    n: int
+    metric: str = "affine"
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "log", "dist"})
+    self_correcting: ClassVar[bool] = True
+    _error_formula: ClassVar[str] = "(‖x − xᵀ‖_F + max(0, −λ_min(x)))/‖x‖_F"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", check_int_field("SPD", "n", self.n))
+        check_choice_field("SPD", "metric", self.metric, METRICS)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.n)
+
+    def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
+        # sym(G) has spectral radius ≈ √(2n); scaled, its exponential is well conditioned.
+        s = sym(jax.random.normal(key, self.shape, dtype)) / math.sqrt(2 * self.n)
+        return sym(sym_function(jnp.exp, jnp.exp, s))
+
+    def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        return sym(v)
+
+    def _project_point(self, x: jax.Array) -> jax.Array:
+        s = sym(x)
+        w, q = jnp.linalg.eigh(s)
+        floor = self.n * float(np.finfo(x.dtype).eps) * jnp.max(jnp.abs(w), axis=-1, keepdims=True)
+        raised = sym(mm(q * jnp.maximum(w, floor)[..., None, :], q.mT))
+        return jnp.where((w[..., :1] > floor)[..., None], s, raised)
+
+    def _manifold_error(self, x: jax.Array) -> jax.Array:
+        asym = jnp.linalg.norm(x - x.mT, axis=(-2, -1))
+        lowest = jnp.linalg.eigvalsh(sym(x))[..., 0]
+        scale = jnp.linalg.norm(x, axis=(-2, -1))
+        return (asym + jnp.maximum(-lowest, 0)) / jnp.where(scale > 0, scale, jnp.nan)
+
+    def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        w = solve_triangular(jnp.linalg.cholesky(x), v, lower=True)  # C⁻¹V: VX⁻¹V = WᵀW
+        return sym(x + v + 0.5 * mm(w.mT, w))
+
+    # ------------------------------------------------------------------------------------------
+    # The metrics
+
+    def _egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
+        g = sym(g)
+        if self.metric == "affine":
+            return sym(mm(x, mm(g, x)))
+        if self.metric == "bures_wasserstein":
+            return 4 * sym(mm(x, g))
+        w, q = eigh(x)
+        return _from_eigenbasis(q, _to_eigenbasis(q, g) / _log_divided_differences(w) ** 2)
+
+    def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
+        if self.metric == "affine":
+            c = jnp.linalg.cholesky(x)
+            return frobenius_inner(_whiten(c, u), _whiten(c, v))
+        w, q = eigh(x)
+        ut, vt = _to_eigenbasis(q, u), _to_eigenbasis(q, v)
+        if self.metric == "log_euclidean":
+            return frobenius_inner(_log_divided_differences(w) ** 2 * ut, vt)
+        return 0.5 * frobenius_inner(ut / _pair_sums(w), vt)
+
+    # ------------------------------------------------------------------------------------------
+    # Geodesics
+
+    def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
+        if self.metric == "affine":
+            c = jnp.linalg.cholesky(x)
+            return sym(mm(c, mm(sym_function(jnp.exp, jnp.exp, _whiten(c, v)), c.mT)))
+        w, q = eigh(x)
+        vt = _to_eigenbasis(q, v)
+        if self.metric == "log_euclidean":
+            log_x = jnp.log(w)[..., None] * _eye(w)
+            moved = sym_function(jnp.exp, jnp.exp, log_x + _log_divided_differences(w) * vt)
+            return sym(_from_eigenbasis(q, moved))
+        lyap = _from_eigenbasis(q, vt / _pair_sums(w))  # L_X[V]: XL + LX = V
+        return sym(x + v + mm(lyap, mm(x, lyap)))
+
+    def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        if self.metric == "affine":
+            c = jnp.linalg.cholesky(x)
+            return sym(mm(c, mm(_affine_log(c, x, y), c.mT)))
+        if self.metric == "log_euclidean":
+            w, q = eigh(x)
+            step = _logm(y) - _from_eigenbasis(q, jnp.log(w)[..., None] * _eye(w))
+            return _from_eigenbasis(q, _to_eigenbasis(q, step) / _log_divided_differences(w))
+        c = jnp.linalg.cholesky(x)
+        root = sym_function(_sqrt, _sqrt_slope, mm(c.mT, mm(y, c)))  # (CᵀYC)^{1/2}
+        t = solve_triangular(c, mm(c, root).mT, lower=True, trans="T").mT  # (XY)^{1/2} = C·root·C⁻¹
+        return t + t.mT - 2 * x
+
+    def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        if self.metric == "affine":
+            a = _affine_log(jnp.linalg.cholesky(x), x, y)
+            return safe_sqrt(frobenius_inner(a, a))
+        if self.metric == "log_euclidean":
+            d = _logm(y) - _logm(x)
+            return safe_sqrt(frobenius_inner(d, d))
+        v = self._log(x, y)
+        return safe_sqrt(self._inner(x, v, v))
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers on batch-leading (..., n, n) arrays
+
+
+def _whiten(c: jax.Array, v: jax.Array) -> jax.Array:
+    """``C⁻¹VC⁻ᵀ`` for lower-triangular ``C`` and symmetric ``V`` (symmetrised)."""
+    a = solve_triangular(c, v, lower=True)
+    return sym(solve_triangular(c, a.mT, lower=True))
+
+
+def _affine_log(c: jax.Array, x: jax.Array, y: jax.Array) -> jax.Array:
+    """``log(C⁻¹YC⁻ᵀ)`` as ``log1p(C⁻¹(Y - X)C⁻ᵀ)``: accurate for near points, 0 at ``Y = X``."""
+    return sym_function(jnp.log1p, _log1p_slope, _whiten(c, y - x))
+
+
+def _logm(x: jax.Array) -> jax.Array:
+    return sym_function(jnp.log, _reciprocal, x)
+
+
+def _reciprocal(w: jax.Array) -> jax.Array:
+    return 1 / w
+
+
+def _log1p_slope(w: jax.Array) -> jax.Array:
+    return 1 / (1 + w)
+
+
+def _sqrt(w: jax.Array) -> jax.Array:
+    # Eigenvalues of a positive definite matrix can round to slightly below 0 only when it is
+    # singular to working precision; clip them rather than return nan.
+    return jnp.sqrt(jnp.maximum(w, 0))
+
+
+def _sqrt_slope(w: jax.Array) -> jax.Array:
+    return 0.5 / jnp.sqrt(w)
+
+
+def _eye(w: jax.Array) -> jax.Array:
+    return jnp.broadcast_to(jnp.eye(w.shape[-1], dtype=w.dtype), (*w.shape, w.shape[-1]))
+
+
+def _to_eigenbasis(q: jax.Array, u: jax.Array) -> jax.Array:
+    return mm(q.mT, mm(u, q))
+
+
+def _from_eigenbasis(q: jax.Array, u: jax.Array) -> jax.Array:
+    return sym(mm(q, mm(u, q.mT)))
+
+
+def _pair_sums(w: jax.Array) -> jax.Array:
+    return w[..., :, None] + w[..., None, :]
+
+
+def _log_divided_differences(w: jax.Array) -> jax.Array:
+    r"""``L_ij = (log λᵢ - log λⱼ)/(λᵢ - λⱼ)``, ``1/λᵢ`` where ``λᵢ = λⱼ``: the matrix of ``D log``.
+
+    Written as ``log1p(d/λⱼ)/d`` with ``d = λᵢ - λⱼ``: no cancellation in ``log λᵢ - log λⱼ``
+    for close eigenvalues (``log1p(t)/t`` is accurate for small ``t``).
+    """
+    wi, wj = w[..., :, None], w[..., None, :]
+    d = wi - wj
+    equal = d == 0
+    safe = jnp.where(equal, 1, d)
+    return jnp.where(equal, 1 / jnp.sqrt(wi * wj), jnp.log1p(safe / wj) / safe)
