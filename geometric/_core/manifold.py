@@ -9,6 +9,7 @@ for unchecked arrays with leading batch axes; its own methods never repeat a che
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 import math
 from typing import Any, ClassVar
 
@@ -280,9 +281,7 @@ class AbstractManifold(abc.ABC):
         Raises:
           NotImplementedError: the manifold does not declare ``"exp"`` in :attr:`capabilities`.
         """
-        self._require("exp")
-        x, v = self._inputs("exp", x, v=v)
-        return self._orient(self._exp(x, v))
+        return self._tangent_or_point("exp", self._exp, x, v=v)
 
     def log(self, x: jax.Array, y: jax.Array) -> jax.Array:
         """The logarithm: the tangent ``v`` at ``x`` with ``exp(x, v) = y`` of least norm.
@@ -290,9 +289,7 @@ class AbstractManifold(abc.ABC):
         Raises:
           NotImplementedError: the manifold does not declare ``"log"`` in :attr:`capabilities`.
         """
-        self._require("log")
-        x, y = self._inputs("log", x, y=y)
-        return self._orient(self._log(x, y))
+        return self._tangent_or_point("log", self._log, x, y=y)
 
     def dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
         """The geodesic distance; shape: the batch axes of ``x``.
@@ -416,6 +413,13 @@ class AbstractManifold(abc.ABC):
                 raise ValueError(f"{fname}: `{argname}` must have the shape of `x`, "
                                  f"{tuple(x.shape)}; got {tuple(v.shape)}.")
         return tuple(self._orient(a) for a in (x, *like_x.values()))
+
+    def _tangent_or_point(self, capability: str, hook: Callable[[jax.Array, jax.Array], jax.Array],
+                          x: jax.Array, **other: jax.Array) -> jax.Array:
+        """``hook(x, other)`` of an optional capability, inputs checked, in the public layout."""
+        self._require(capability)
+        x, y = self._inputs(capability, x, **other)
+        return self._orient(hook(x, y))
 
     def _orient(self, a: jax.Array) -> jax.Array:
         """Between the public layout and the hooks' (a transpose, its own inverse, or nothing)."""

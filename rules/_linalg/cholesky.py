@@ -15,7 +15,7 @@ from .._core.arrays import conj, eye_like, mH, mm
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
 from . import jax_ops
-from .dense import promote_operands
+from .dense import promote_operands, solve_broadcast
 
 __all__ = ["cho_solve", "cholesky"]
 
@@ -170,25 +170,7 @@ def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
     if not isinstance(lower, bool):
         raise TypeError(f"cho_solve: `lower` must be a bool; got {type(lower).__name__}.")
     c, b = promote_operands("cho_solve", "c", c, b)
-    n = c.shape[-1]
-    vector = b.ndim == 1
-    if (b.shape[0] if vector else b.shape[-2]) != n:
-        raise ValueError(f"cho_solve: `b` must have shape (n,) or (..., n, k) with n = {n} "
-                         f"(`c` has shape {tuple(c.shape)}); got {tuple(b.shape)}.")
-    b_mat = b[:, None] if vector else b
-    try:
-        batch = jnp.broadcast_shapes(c.shape[:-2], b_mat.shape[:-2])
-    except ValueError:
-        raise ValueError(f"cho_solve: the batch shapes of `c` {tuple(c.shape)} and `b` "
-                         f"{tuple(b.shape)} do not broadcast.") from None
-    l = c if lower else mH(c)
-    k = b_mat.shape[-1]
-    if l.ndim == 2 and batch:  # one factor, many right-hand sides: the batch becomes columns
-        cols = jnp.moveaxis(b_mat, -2, 0).reshape(n, -1)
-        x = jnp.moveaxis(_cho_solve(l, cols).reshape(n, *batch, k), 0, -2)
-    else:
-        x = _cho_solve(jnp.broadcast_to(l, (*batch, n, n)), jnp.broadcast_to(b_mat, (*batch, n, k)))
-    return x[..., 0] if vector else x
+    return solve_broadcast("cho_solve", "c", c if lower else mH(c), b, _cho_solve)
 
 
 def _cho_solve_forward(l, b):

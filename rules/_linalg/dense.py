@@ -5,6 +5,7 @@ pushforward and pullback, in that order, and the :class:`~rules._core.rule.Rule`
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -175,24 +176,34 @@ def solve(a: ArrayLike, b: ArrayLike) -> jax.Array:
       Array([0., 1.], dtype=float32)
     """
     a, b = promote_operands("solve", "a", a, b)
+    return solve_broadcast("solve", "a", a, b, _solve)
+
+
+def solve_broadcast(fname: str, argname: str, a: jax.Array, b: jax.Array,
+                    solver: Callable[[jax.Array, jax.Array], jax.Array]) -> jax.Array:
+    """``solver(A, B)`` for ``b`` of shape ``(n,)`` or ``(..., n, k)``, batch shapes broadcast.
+
+    ``solver`` takes ``A`` of shape ``(..., n, n)`` and ``B`` of shape ``(..., n, k)`` with equal
+    batch shapes. One matrix with a batch of right-hand sides is factorised once: the batch
+    becomes columns.
+    """
     n = a.shape[-1]
     vector = b.ndim == 1
     if (b.shape[0] if vector else b.shape[-2]) != n:
-        raise ValueError(f"solve: `b` must have shape (n,) or (..., n, k) with n = {n} "
-                         f"(`a` has shape {tuple(a.shape)}); got {tuple(b.shape)}.")
+        raise ValueError(f"{fname}: `b` must have shape (n,) or (..., n, k) with n = {n} "
+                         f"(`{argname}` has shape {tuple(a.shape)}); got {tuple(b.shape)}.")
     b_mat = b[:, None] if vector else b
     try:
         batch = jnp.broadcast_shapes(a.shape[:-2], b_mat.shape[:-2])
     except ValueError:
-        raise ValueError(f"solve: the batch shapes of `a` {tuple(a.shape)} and `b` "
+        raise ValueError(f"{fname}: the batch shapes of `{argname}` {tuple(a.shape)} and `b` "
                          f"{tuple(b.shape)} do not broadcast.") from None
     k = b_mat.shape[-1]
     if a.ndim == 2 and batch:
-        # One matrix, many right-hand sides: factorise it once, the batch becomes columns.
         cols = jnp.moveaxis(b_mat, -2, 0).reshape(n, -1)
-        x = jnp.moveaxis(_solve(a, cols).reshape(n, *batch, k), 0, -2)
+        x = jnp.moveaxis(solver(a, cols).reshape(n, *batch, k), 0, -2)
     else:
-        x = _solve(jnp.broadcast_to(a, (*batch, n, n)), jnp.broadcast_to(b_mat, (*batch, n, k)))
+        x = solver(jnp.broadcast_to(a, (*batch, n, n)), jnp.broadcast_to(b_mat, (*batch, n, k)))
     return x[..., 0] if vector else x
 
 
