@@ -57,9 +57,10 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
          nu_b: jax.Array, *, learning_rate: jax.Array, b1: jax.Array, b2: jax.Array,
          eps: jax.Array, count: jax.Array, retraction: str
          ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """One step of ``manifold_adam`` on one leaf; returns ``(x_new, mu, nu_a, nu_b)``.
+    """One step of ``manifold_adam`` on one leaf; returns ``(w, mu, nu_a, nu_b)``.
 
-    ``count`` is the 1-based step number (bias correction).
+    ``w`` is the tangent step ``W`` at ``x`` (the point moves to :func:`retract` ``(m, x, w)``);
+    ``mu`` is already rotated by that step's ``Q``. ``count`` is the 1-based step number.
     """
     y, delta = m.to_frame(x), m.to_frame(m.egrad_to_rgrad(x, g))
     n, p = y.shape[-2:]
@@ -78,8 +79,13 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
     w_a = (mu_a / c1) / (jnp.sqrt(nu_a / c2) + eps)
     w_b = (mu_b / c1) / (jnp.sqrt(nu_b / c2) + eps)[..., None, :]
     w = -learning_rate * (mm(y, w_a) + w_b)
-    rotated = rotate(y, w, retraction, z=mu)
-    return m.from_frame(rotated[..., :p]), m.from_frame(rotated[..., p:]), nu_a, nu_b
+    mu = rotate(y, w, retraction, z=mu)[..., p:]
+    return m.from_frame(w), m.from_frame(mu), nu_a, nu_b
+
+
+def retract(m: AbstractManifold, x: jax.Array, w: jax.Array, retraction: str) -> jax.Array:
+    """``Q x`` with ``Q = cay(Ω(Y, W))`` or ``exp(Ω(Y, W))``: the frame rotation of a step."""
+    return m.from_frame(rotate(m.to_frame(x), m.to_frame(w), retraction))
 
 
 def _split(y: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:

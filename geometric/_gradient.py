@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core.tree import ManifoldsTree, flatten_manifolds
+from ._core.tree import ManifoldsTree, resolve
 
 __all__ = ["riemannian_gradient"]
 
@@ -18,9 +18,10 @@ def riemannian_gradient(params: Any, grads: Any, manifolds: ManifoldsTree) -> An
     Args:
       params: a pytree of arrays.
       grads: Euclidean gradients (e.g. from ``jax.grad``), same structure as ``params``.
-      manifolds: a pytree with the structure of ``params``, or a prefix of it, whose leaves are
-        manifolds or None (Euclidean: the gradient is returned unchanged). A manifold leaf may
-        hold a stack of points with leading batch axes.
+      manifolds: the spec (:mod:`geometric.optim`): a pytree matching ``params`` or a prefix of
+        it by key path, whose leaves are manifolds or ``EUCLIDEAN`` / None (the gradient is
+        returned unchanged), or a function ``params -> such a pytree``. A manifold leaf may hold
+        a stack of points with leading batch axes.
 
     Returns:
       A pytree like ``grads``.
@@ -28,7 +29,7 @@ def riemannian_gradient(params: Any, grads: Any, manifolds: ManifoldsTree) -> An
     Raises:
       ValueError: the structures of ``manifolds``, ``params`` and ``grads`` do not match, or a
         leaf has the wrong shape for its manifold.
-      TypeError: a leaf of ``manifolds`` is neither a manifold nor None.
+      TypeError: a leaf of ``manifolds`` is neither a manifold nor EUCLIDEAN nor None.
 
     Examples:
       >>> import jax.numpy as jnp, geometric
@@ -38,8 +39,6 @@ def riemannian_gradient(params: Any, grads: Any, manifolds: ManifoldsTree) -> An
       >>> print(r["x"], r["b"])
       [0. 4.] 5.0
     """
-    treedef, leaves, flat = flatten_manifolds("riemannian_gradient", manifolds, params=params,
-                                              grads=grads)
-    out = [g if m is None else m.egrad_to_rgrad(x, g)
-           for m, x, g in zip(leaves, flat["params"], flat["grads"])]
-    return treedef.unflatten(out)
+    r = resolve("riemannian_gradient", manifolds, params)
+    return r.unflatten([g if m is None else m.egrad_to_rgrad(x, g) for m, x, g in zip(
+        r.manifolds, r.flatten("params", params), r.flatten("grads", grads))])
