@@ -9,6 +9,7 @@ Parameters are float32 (the suite turns on x64), so the on-manifold bound is the
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import jax
@@ -29,6 +30,9 @@ STIEFEL = geometric.Stiefel(D_IN, D_HIDDEN)
 # equinox (and PyTorch) store (out, in): orthonormal rows.
 STIEFEL_ROWS = geometric.Stiefel(D_IN, D_HIDDEN, rows=True)
 PLAIN_SPEC = {"embed": {"kernel": STIEFEL, "bias": None}, "mix": None, "head": None}
+# The same, written once by path for every framework: the plain dict and Flax (``embed/kernel``,
+# Linen with a ``params/`` prefix) and equinox (``embed/weight``, orthonormal rows).
+SPEC = optim.by_path({r"embed/kernel$": STIEFEL, r"embed/weight$": STIEFEL_ROWS})
 
 OPTIMIZERS: dict[str, Callable[[object], optax.GradientTransformationExtraArgs]] = {
     "riemannian_sgd": lambda spec: optim.riemannian_sgd(0.05, spec, momentum=0.9),
@@ -45,6 +49,7 @@ def data() -> tuple[jax.Array, jax.Array]:
     return jnp.asarray(x, jnp.float32), jnp.asarray(np.sin(x @ teacher), jnp.float32)
 
 
+@jax.jit  # one compilation instead of a dozen eager ops
 def init_plain(key: jax.Array) -> dict:
     """Plain-dict parameters, float32, the constrained kernel on the manifold."""
     k_embed, k_mix, k_head = jax.random.split(key, 3)
@@ -61,6 +66,11 @@ def init_plain(key: jax.Array) -> dict:
 def mix(h: jax.Array, packed: jax.Array, bias: jax.Array) -> jax.Array:
     """The volume-preserving layer ``h + tanh(h Lᵀ + c)``, ``L`` strictly lower (a rule)."""
     return rules.volume_preserving_feedforward(h, rules.StrictlyLower(packed, D_HIDDEN), bias)
+
+
+def start() -> dict:
+    """The start of every run: the model's parameters as a plain dict."""
+    return init_plain(jax.random.PRNGKey(0))
 
 
 def forward_plain(params: dict, x: jax.Array) -> jax.Array:
@@ -90,6 +100,12 @@ def train_plain(optimizer: optax.GradientTransformation, params: dict, steps: in
         params, state, loss = step(params, state)
         losses.append(float(loss))
     return params, losses
+
+
+@functools.cache
+def plain_run(name: str) -> tuple[dict, list[float]]:
+    """:func:`train_plain` with ``OPTIMIZERS[name]`` and the dict spec from :func:`start`, once."""
+    return train_plain(OPTIMIZERS[name](PLAIN_SPEC), start())
 
 
 def orthonormality_error(w: jax.Array, *, rows: bool = False) -> float:

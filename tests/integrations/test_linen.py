@@ -1,6 +1,4 @@
 """Flax Linen: ``init``/``apply`` and ``flax.training.train_state.TrainState`` with every optimizer."""
-import functools
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -31,31 +29,33 @@ class Model(nn.Module):
         return nn.Dense(common.D_OUT, param_dtype=jnp.float32, name="head")(h)
 
 
-SPEC = {"params": common.PLAIN_SPEC}
+DICT_SPEC = {"params": common.PLAIN_SPEC}
+SPECS = {"dict": DICT_SPEC, "by_path": common.SPEC}
 
 
-@functools.cache
-def plain_run(name):
-    return common.train_plain(common.OPTIMIZERS[name](common.PLAIN_SPEC), start())
-
-
-def start():
-    return common.init_plain(jax.random.PRNGKey(0))
 
 
 def test_init_gives_the_plain_layout_on_the_manifold():
     variables = Model().init(jax.random.PRNGKey(1), jnp.zeros((1, common.D_IN), jnp.float32))
-    assert jax.tree.structure(variables) == jax.tree.structure({"params": start()})
+    assert jax.tree.structure(variables) == jax.tree.structure({"params": common.start()})
     assert common.orthonormality_error(variables["params"]["embed"]["kernel"]) <= common.ON_MANIFOLD
-    common.OPTIMIZERS["riemannian_adam"](SPEC).init(variables)  # accepted as a starting point
+    common.OPTIMIZERS["riemannian_adam"](common.SPEC).init(variables)  # accepted as a start
+
+
+def test_by_path_on_the_plain_dict_is_the_dict_spec():
+    optimizer = common.OPTIMIZERS["riemannian_adam"](common.SPEC)
+    params, losses = common.train_plain(optimizer, common.start())
+    plain_params, plain_losses = common.plain_run("riemannian_adam")
+    common.assert_same(params, plain_params)
+    assert losses == plain_losses
 
 
 @pytest.mark.parametrize("name", list(common.OPTIMIZERS))
 def test_train_state(name):
     model = Model()
     x, y = common.data()
-    state = train_state.TrainState.create(apply_fn=model.apply, params={"params": start()},
-                                          tx=common.OPTIMIZERS[name](SPEC))
+    state = train_state.TrainState.create(apply_fn=model.apply, params={"params": common.start()},
+                                          tx=common.OPTIMIZERS[name](common.SPEC))
 
     @jax.jit
     def step(state):
@@ -67,17 +67,18 @@ def test_train_state(name):
         state, loss = step(state)
         losses.append(float(loss))
     common.assert_trained(losses, state.params["params"]["embed"]["kernel"])
-    params, plain_losses = plain_run(name)
+    params, plain_losses = common.plain_run(name)
     common.assert_same(state.params["params"], params)
     common.assert_same(losses, plain_losses)
 
 
-def test_frozen_dict_params_and_apply():
-    # Linen's older default container: the spec stays a plain dict.
+@pytest.mark.parametrize("spec", list(SPECS))
+def test_frozen_dict_params_and_apply(spec):
+    # Linen's older default container; the spec is matched by key, whatever the container.
     model = Model()
     x, y = common.data()
-    params = FrozenDict({"params": start()})
-    optimizer = common.OPTIMIZERS["riemannian_adam"](SPEC)
+    params = FrozenDict({"params": common.start()})
+    optimizer = common.OPTIMIZERS["riemannian_adam"](SPECS[spec])
     opt_state = optimizer.init(params)
 
     @jax.jit
@@ -92,4 +93,4 @@ def test_frozen_dict_params_and_apply():
         losses.append(float(loss))
     assert isinstance(params, FrozenDict)
     common.assert_trained(losses, params["params"]["embed"]["kernel"])
-    common.assert_same(params["params"], plain_run("riemannian_adam")[0])
+    common.assert_same(params["params"], common.plain_run("riemannian_adam")[0])

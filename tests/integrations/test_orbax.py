@@ -10,10 +10,11 @@ import jax
 import optax
 import orbax.checkpoint as ocp
 import pytest
+from flax import nnx
 from flax.training import train_state
 
 from tests.integrations import common
-from tests.integrations.test_linen import SPEC as LINEN_SPEC
+from tests.integrations import test_nnx
 from tests.integrations.test_linen import Model as LinenModel
 
 HALF = common.STEPS // 2
@@ -78,7 +79,7 @@ def test_linen_train_state(tmp_path):
     def create(key):
         return train_state.TrainState.create(
             apply_fn=model.apply, params={"params": common.init_plain(key)},
-            tx=common.OPTIMIZERS["manifold_adam"](LINEN_SPEC))
+            tx=common.OPTIMIZERS["manifold_adam"](common.SPEC))
 
     @jax.jit
     def step(state):
@@ -94,3 +95,31 @@ def test_linen_train_state(tmp_path):
     assert rest2 == rest
     common.assert_same(state2, state)
     common.assert_trained(first + rest, state2.params["params"]["embed"]["kernel"])
+
+
+def test_nnx_model_and_optimizer(tmp_path):
+    x, y = common.data()
+
+    def create():
+        model = test_nnx.make_model()
+        tx = common.OPTIMIZERS["riemannian_adam"](common.SPEC)
+        return model, nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+    def run_nnx(model, optimizer, steps):
+        return [float(test_nnx.train_step(model, optimizer, x, y)) for _ in range(steps)]
+
+    model, optimizer = create()
+    first = run_nnx(model, optimizer, HALF)
+    save(tmp_path / "ckpt", {"model": nnx.state(model), "optimizer": nnx.state(optimizer)})
+    rest = run_nnx(model, optimizer, common.STEPS - HALF)
+
+    model2, optimizer2 = create()
+    restored = restore(tmp_path / "ckpt", {"model": nnx.state(model2),
+                                           "optimizer": nnx.state(optimizer2)})
+    nnx.update(model2, restored["model"])
+    nnx.update(optimizer2, restored["optimizer"])
+    assert int(optimizer2.step[...]) == HALF
+    assert run_nnx(model2, optimizer2, common.STEPS - HALF) == rest
+    common.assert_same(nnx.state(model2), nnx.state(model))
+    common.assert_same(nnx.state(optimizer2), nnx.state(optimizer))
+    common.assert_trained(first + rest, model2.embed.kernel[...])
