@@ -56,11 +56,12 @@ def init_moments(m: AbstractManifold, x: jax.Array) -> tuple[jax.Array, jax.Arra
 def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: jax.Array,
          nu_b: jax.Array, *, learning_rate: jax.Array, b1: jax.Array, b2: jax.Array,
          eps: jax.Array, count: jax.Array, retraction: str
-         ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """One step of ``manifold_adam`` on one leaf; returns ``(w, mu, nu_a, nu_b)``.
+         ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+    """One step of ``manifold_adam`` on one leaf; returns ``(w, y, mu, nu_a, nu_b)``.
 
-    ``w`` is the tangent step ``W`` at ``x`` (the point moves to :func:`retract` ``(m, x, w)``);
-    ``mu`` is already rotated by that step's ``Q``. ``count`` is the 1-based step number.
+    ``w`` is the tangent step ``W`` at ``x``, ``y = Q x`` the point it leads to (equal to
+    :func:`retract` ``(m, x, w)``), and ``mu`` the first moment, rotated by the same ``Q`` in the
+    same low-rank application. ``count`` is the 1-based step number.
     """
     y, delta = m.to_frame(x), m.to_frame(m.egrad_to_rgrad(x, g))
     n, p = y.shape[-2:]
@@ -79,8 +80,9 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
     w_a = (mu_a / c1) / (jnp.sqrt(nu_a / c2) + eps)
     w_b = (mu_b / c1) / (jnp.sqrt(nu_b / c2) + eps)[..., None, :]
     w = -learning_rate * (mm(y, w_a) + w_b)
-    mu = rotate(y, w, retraction, z=mu)[..., p:]
-    return m.from_frame(w), m.from_frame(mu), nu_a, nu_b
+    rotated = rotate(y, w, retraction, z=mu)
+    return (m.from_frame(w), m.from_frame(rotated[..., :p]), m.from_frame(rotated[..., p:]), nu_a,
+            nu_b)
 
 
 def retract(m: AbstractManifold, x: jax.Array, w: jax.Array, retraction: str) -> jax.Array:

@@ -61,23 +61,25 @@ def map_manifolds(r: Resolved, fn: Callable[..., tuple[Any, ...]], *trees: Any, 
         (r.unflatten([]),) * outputs
 
 
-def uses_projection_transport(m: AbstractManifold) -> bool:
-    """Whether ``m.transport(x, y, v)`` is the projection onto ``T_y`` (needs no ``x``)."""
-    return type(m)._transport is AbstractManifold._transport
+def init_euclidean(r: Resolved, tx: optax.GradientTransformation, params: optax.Params
+                   ) -> optax.OptState:
+    """``tx``'s state for the Euclidean leaves alone (the others masked, as ``optax.masked``)."""
+    return tx.init(r.mask(params, manifold=False))
 
 
-def previous_point(m: AbstractManifold, x: jax.Array) -> Any:
-    """What the state keeps to transport a moment lazily to the next point: nothing when the
-    transport is a projection, else the point itself."""
-    return optax.MaskedNode() if uses_projection_transport(m) else x
+def update_euclidean(r: Resolved, tx: optax.GradientTransformation, updates: optax.Updates,
+                     state: optax.OptState) -> tuple[optax.Updates, optax.OptState]:
+    """``tx`` on the Euclidean leaves alone: what it would do to them without manifolds."""
+    return tx.update(r.mask(updates, manifold=False), state)
 
 
-def transport_to(m: AbstractManifold, previous: Any, x: jax.Array, v: jax.Array) -> jax.Array:
+def transport_to(m: AbstractManifold, previous: jax.Array, x: jax.Array, v: jax.Array
+                 ) -> jax.Array:
     r"""Lazy transport: ``v``, tangent at the previous point, into ``T_x``.
 
-    ``𝒯_{x_{t-1}→x_t}(v)`` depends only on ``x_t`` when it is the projection ``P_{x_t}(v)``, so
-    the step that produced ``x_t`` need not know it: the next update, which is given ``x_t``,
-    applies it. Manifolds with another transport keep ``x_{t-1}`` in the state.
+    ``𝒯_{x_{t-1}→x_t}(v)`` is applied by the next update, which is given ``x_t``; the step that
+    produced ``x_t`` need not know it. For the default transport, the projection ``P_{x_t}(v)``,
+    ``previous`` is not used (and XLA drops it from the computation); a manifold with another
+    transport gets it.
     """
-    return m.project(x, v) if isinstance(previous, optax.MaskedNode) else \
-        m.transport(previous, x, v)
+    return m.transport(previous, x, v)

@@ -16,8 +16,8 @@ import optax
 from .. import _global_tangent
 from .._core.manifold import AbstractManifold
 from .._core.tree import ManifoldsTree, check_spec, resolve
-from ._base import (check_stabilize_every, map_manifolds, previous_point, resolve_update,
-                    stabilize, transport_to)
+from ._base import (check_stabilize_every, init_euclidean, map_manifolds, resolve_update,
+                    stabilize, transport_to, update_euclidean)
 
 __all__ = ["ManifoldAdamState", "RetractState", "RiemannianAdamState", "RiemannianSGDState",
            "project_params", "project_to_tangent", "retract", "riemannian_trace",
@@ -68,7 +68,7 @@ class RiemannianSGDState(NamedTuple):
     """State of :func:`riemannian_trace` (the momentum of :func:`riemannian_sgd`)."""
 
     momentum: optax.Updates  # like params: manifold leaves tangent at the last params; else masked
-    previous: optax.Updates  # the last params where the transport needs them; else masked
+    previous: optax.Updates  # the last params (manifold leaves), for the lazy transport
     euclidean: optax.OptState  # optax.trace's state for the Euclidean leaves
 
 
@@ -92,21 +92,21 @@ def riemannian_trace(manifolds: ManifoldsTree, decay: float, nesterov: bool = Fa
     def init_fn(params: optax.Params) -> optax.OptState:
         r = resolve(fname, manifolds, params)
         momentum, previous = map_manifolds(
-            r, lambda m, x: (jnp.zeros_like(x), previous_point(m, x)), params, outputs=2)
+            r, lambda m, x: (jnp.zeros_like(x), x), params, outputs=2)
         return RiemannianSGDState(momentum, previous,
-                                  euclidean.init(r.mask(params, manifold=False)))
+                                  init_euclidean(r, euclidean, params))
 
     def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
                   **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         r = resolve_update(fname, manifolds, params)
-        e_updates, e_state = euclidean.update(r.mask(updates, manifold=False), state.euclidean)
+        e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
 
-        def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, buf: jax.Array, prev: Any
+        def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, buf: jax.Array, prev: jax.Array
                  ) -> tuple[Any, ...]:
             (beta,) = _cast(x, decay)
             xi = m.egrad_to_rgrad(x, g)
             buf = xi + beta * transport_to(m, prev, x, buf)
-            return xi + beta * buf if nesterov else buf, buf, previous_point(m, x)
+            return xi + beta * buf if nesterov else buf, buf, x
 
         out, momentum, previous = map_manifolds(r, leaf, params, updates, state.momentum,
                                                 state.previous, outputs=3)
@@ -121,7 +121,7 @@ class RiemannianAdamState(NamedTuple):
     count: jax.Array  # type: ignore[assignment]  # shape=(), int32: updates so far
     mu: optax.Updates  # like params: manifold leaves: first moment, tangent at the last params
     nu: optax.Updates  # like params: manifold leaves: elementwise second moment (ambient coords)
-    previous: optax.Updates  # the last params where the transport needs them; else masked
+    previous: optax.Updates  # the last params (manifold leaves), for the lazy transport
     euclidean: optax.OptState  # optax.scale_by_adam's state for the Euclidean leaves
 
 
@@ -148,25 +148,25 @@ def scale_by_riemannian_adam(manifolds: ManifoldsTree, b1: float = 0.9, b2: floa
     def init_fn(params: optax.Params) -> optax.OptState:
         r = resolve(fname, manifolds, params)
         mu, nu, previous = map_manifolds(
-            r, lambda m, x: (jnp.zeros_like(x), jnp.zeros_like(x), previous_point(m, x)), params,
+            r, lambda m, x: (jnp.zeros_like(x), jnp.zeros_like(x), x), params,
             outputs=3)
         return RiemannianAdamState(jnp.zeros([], jnp.int32), mu, nu, previous,
-                                   euclidean.init(r.mask(params, manifold=False)))
+                                   init_euclidean(r, euclidean, params))
 
     def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
                   **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         r = resolve_update(fname, manifolds, params)
-        e_updates, e_state = euclidean.update(r.mask(updates, manifold=False), state.euclidean)
+        e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
         count = state.count + 1
 
         def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu: jax.Array,
-                 prev: Any) -> tuple[Any, ...]:
+                 prev: jax.Array) -> tuple[Any, ...]:
             beta1, beta2, epsilon = _cast(x, b1, b2, eps)
             xi = m.egrad_to_rgrad(x, g)
             mu = beta1 * transport_to(m, prev, x, mu) + (1 - beta1) * xi
             nu = beta2 * nu + (1 - beta2) * xi * xi
             m_hat, v_hat = mu / (1 - beta1**count), nu / (1 - beta2**count)
-            return m.project(x, m_hat / (jnp.sqrt(v_hat) + epsilon)), mu, nu, previous_point(m, x)
+            return m.project(x, m_hat / (jnp.sqrt(v_hat) + epsilon)), mu, nu, x
 
         out, mu, nu, previous = map_manifolds(r, leaf, params, updates, state.mu, state.nu,
                                               state.previous, outputs=4)
@@ -213,33 +213,52 @@ def scale_by_global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifold
     piece and the retraction that rescales ``W_t`` moves the point by the rescaled step while
     ``M_t`` follows the unscaled one (the point stays on the manifold). Euclidean leaves get
     ``optax.adam(learning_rate, b1, b2, eps)``, bit for bit.
+
+    Chained with ``retract``, the rotation is computed twice (for ``M`` here, for the point
+    there); :func:`global_tangent_adam` does both in one low-rank application.
     """
-    fname = "scale_by_global_tangent_adam"
+    return global_tangent_transform("scale_by_global_tangent_adam", learning_rate, manifolds, b1,
+                                    b2, eps, retraction, retract_too=False, stabilize_every=None)
+
+
+def global_tangent_transform(fname: str, learning_rate: optax.ScalarOrSchedule,
+                             manifolds: ManifoldsTree, b1: float, b2: float, eps: float,
+                             retraction: str, *, retract_too: bool, stabilize_every: int | None
+                             ) -> optax.GradientTransformationExtraArgs:
+    """:func:`scale_by_global_tangent_adam`, or with ``retract_too`` the whole optimizer (the
+    step and the retraction share the rotation of ``[Y, M]``)."""
     check_global_retraction(fname, retraction)
+    check_stabilize_every(fname, stabilize_every)
     check_frames(fname, check_spec(fname, manifolds))
     euclidean = optax.adam(learning_rate, b1, b2, eps)
 
     def init_fn(params: optax.Params) -> optax.OptState:
         r = resolve(fname, manifolds, params)
         check_frames(fname, [m for m in r.manifolds if m is not None])
+        if retract_too:
+            check_start(fname, r, params)
         mu, nu_a, nu_b = map_manifolds(r, _global_tangent.init_moments, params, outputs=3)
         return ManifoldAdamState(jnp.zeros([], jnp.int32), mu, nu_a, nu_b,
-                                 euclidean.init(r.mask(params, manifold=False)))
+                                 init_euclidean(r, euclidean, params))
 
     def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
                   **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         r = resolve_update(fname, manifolds, params)
-        e_updates, e_state = euclidean.update(r.mask(updates, manifold=False), state.euclidean)
         count = state.count + 1
 
         def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array,
                  nu_a: jax.Array, nu_b: jax.Array) -> tuple[jax.Array, ...]:
             lr, beta1, beta2, delta = _cast(x, _value(learning_rate, state.count), b1, b2, eps)
-            return _global_tangent.step(m, x, g, mu, nu_a, nu_b, learning_rate=lr, b1=beta1,
-                                        b2=beta2, eps=delta, count=count, retraction=retraction)
+            w, y, mu, nu_a, nu_b = _global_tangent.step(
+                m, x, g, mu, nu_a, nu_b, learning_rate=lr, b1=beta1, b2=beta2, eps=delta,
+                count=count, retraction=retraction)
+            if retract_too:
+                w = stabilize(m, y, count, stabilize_every, False) - x
+            return w, mu, nu_a, nu_b
 
         out, mu, nu_a, nu_b = map_manifolds(r, leaf, params, updates, state.mu, state.nu_a,
                                             state.nu_b, outputs=4)
+        e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
         return r.merge(out, e_updates), ManifoldAdamState(count, mu, nu_a, nu_b, e_state)
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -265,7 +284,7 @@ class RetractState(NamedTuple):
     count: jax.Array  # type: ignore[assignment]  # shape=(), int32: updates so far
 
 
-def _check_start(fname: str, r: Any, params: optax.Params) -> None:
+def check_start(fname: str, r: Any, params: optax.Params) -> None:
     """Refuse a concrete starting point off its manifold (a traced one cannot be inspected)."""
     for m, path, x in zip(r.manifolds, r.paths, r.flatten("params", params)):
         if m is None:
@@ -328,7 +347,7 @@ def retract(manifolds: ManifoldsTree, *, method: str | None = None,
         r = resolve(fname, manifolds, params)
         if method is not None:
             check_frames(fname, [m for m in r.manifolds if m is not None])
-        _check_start(fname, r, params)
+        check_start(fname, r, params)
         return RetractState(jnp.zeros([], jnp.int32))
 
     def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
@@ -341,7 +360,7 @@ def retract(manifolds: ManifoldsTree, *, method: str | None = None,
                 y = stabilize(m, m.retract(x, u), count, stabilize_every, m.self_correcting)
             else:
                 y = stabilize(m, _global_tangent.retract(m, x, u, method), count,
-                              stabilize_every, False)
+                              stabilize_every, self_correcting=False)
             return (y - x,)
 
         (out,) = map_manifolds(r, leaf, params, updates, outputs=1, euclidean=lambda x, u: (u,))

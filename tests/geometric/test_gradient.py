@@ -55,7 +55,7 @@ def test_bad_trees():
     rgrad = geometric.riemannian_gradient
     with pytest.raises(ValueError, match=r"`manifolds` must have the structure of `params`"):
         rgrad(params, grads, {"heads": ST, "mlp": None})
-    with pytest.raises(ValueError, match=r"`manifolds` must have the structure of `grads`"):
+    with pytest.raises(ValueError, match=r"`grads` must have the structure of `params`"):
         rgrad(params, {"heads": grads["heads"]}, {"heads": ST, "x": None, "mlp": None})
     with pytest.raises(TypeError, match=r"the leaves of `manifolds` must be manifolds .* got str"):
         rgrad(params, grads, {"heads": "stiefel", "x": None, "mlp": None})

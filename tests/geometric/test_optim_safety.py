@@ -1,0 +1,119 @@
+"""No silent constraint violation: transformations go before `retract`, and a starting point off
+its manifold is refused (or projected on request). The cases of issue 12, in float32."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import geometric
+from geometric import optim
+
+ST = geometric.Stiefel(8, 4)
+ST_CAYLEY = geometric.Stiefel(8, 4, retraction="cayley")
+A = jnp.diag(jnp.arange(8.0, dtype=jnp.float32))
+
+
+def loss(p):
+    return -jnp.trace(p["w"].T @ A @ p["w"]) + jnp.sum((p["b"] - 1.0) ** 2)
+
+
+def params(w=None):
+    return {"w": ST.random_point(jax.random.PRNGKey(0)) if w is None else w, "b": jnp.zeros(4)}
+
+
+def train(opt, p, steps=30):
+    state = opt.init(p)
+
+    @jax.jit
+    def step(p, state):
+        value, grads = jax.value_and_grad(loss)(p)
+        updates, state = opt.update(grads, state, p, value=value)
+        return optax.apply_updates(p, updates), state
+
+    for _ in range(steps):
+        p, state = step(p, state)
+    return p
+
+
+SPEC = {"w": ST, "b": None}
+# Each user transform of issue 12, placed where it belongs: before the retraction.
+USER_TRANSFORMS = {
+    "reduce_on_plateau": lambda: optax.contrib.reduce_on_plateau(patience=2, factor=0.5),
+    "scale_0.5": lambda: optax.scale(0.5),
+    "add_decayed_weights_0.1": lambda: optax.add_decayed_weights(0.1),
+}
+
+
+@pytest.mark.parametrize("user", list(USER_TRANSFORMS))
+@pytest.mark.parametrize("tangent", ["riemannian_adam", "riemannian_sgd"])
+def test_user_transforms_before_the_retraction_stay_on_the_manifold(user, tangent):
+    direction = {"riemannian_adam": optim.scale_by_riemannian_adam(SPEC),
+                 "riemannian_sgd": optim.riemannian_trace(SPEC, 0.9)}[tangent]
+    # weight decay acts on gradients (before the learning rate, as in adamw); the others on steps
+    pieces = [direction, optax.scale_by_learning_rate(0.05), USER_TRANSFORMS[user]()]
+    if user.startswith("add_decayed_weights"):
+        pieces[1:] = pieces[:0:-1]
+    opt = optax.chain(*pieces, optim.retract(SPEC))
+    p = params()
+    out = train(opt, p)
+    assert float(ST.manifold_error(out["w"])) <= 1e-5
+    assert float(loss(out)) < float(loss(p))
+
+
+def test_manifold_adam_pieces_with_a_user_transform():
+    opt = optax.chain(optim.scale_by_global_tangent_adam(0.05, SPEC), optax.scale(0.5),
+                      optax.contrib.reduce_on_plateau(patience=2), optim.retract(SPEC, method="cayley"))
+    p = params()
+    out = train(opt, p)
+    assert float(ST.manifold_error(out["w"])) <= 1e-5
+    assert float(loss(out)) < float(loss(p))
+
+
+@pytest.mark.parametrize("user", ["scale_0.5", "add_decayed_weights_0.1"])
+def test_after_the_retraction_it_breaks(user):
+    """What the docs forbid, shown: a transform after the optimizer leaves the manifold."""
+    opt = optax.chain(optim.riemannian_adam(0.05, SPEC), USER_TRANSFORMS[user]())
+    assert float(ST.manifold_error(train(opt, params(), steps=5)["w"])) > 1e-4
+
+
+def lecun_start():
+    return params(jax.nn.initializers.lecun_normal()(jax.random.PRNGKey(3), (8, 4), jnp.float32))
+
+
+@pytest.mark.parametrize("make", [lambda s: optim.manifold_adam(0.05, s),
+                                  lambda s: optim.riemannian_adam(0.05, {"w": ST_CAYLEY, "b": None}),
+                                  lambda s: optim.riemannian_sgd(0.05, s)],
+                         ids=["manifold_adam", "riemannian_adam_cayley", "riemannian_sgd"])
+def test_start_off_the_manifold_is_refused_or_projected(make):
+    opt = make(SPEC)
+    with pytest.raises(ValueError, match=r"\w+: the starting point 'w' is not on Stiefel\(n=8, p=4.*"
+                                         r"‖xᵀx − I‖_F = \d.* > atol = .*project_params"):
+        opt.init(lecun_start())
+    p = optim.project_params(lecun_start(), SPEC)
+    assert float(ST.manifold_error(p["w"])) <= 1e-5
+    np.testing.assert_array_equal(p["b"], lecun_start()["b"])
+    out = train(opt, p)
+    assert float(ST.manifold_error(out["w"])) <= 1e-5
+
+
+def test_traced_start_is_checked_for_shape_only():
+    """Under jit the values are unknown: init cannot refuse them (documented)."""
+    opt = optim.riemannian_adam(0.05, SPEC)
+    jax.jit(opt.init)(lecun_start())
+    with pytest.raises(ValueError, match=r"must have shape \(\.\.\., 8, 4\); got \(4, 8\)"):
+        jax.jit(opt.init)(params(jnp.zeros((4, 8))))
+
+
+def test_pieces_alone():
+    """Each tangent-space piece alone returns tangent vectors at params."""
+    p = params()
+    g = jax.grad(loss)(p)
+    for piece in [optim.to_riemannian_gradients(SPEC), optim.project_to_tangent(SPEC),
+                  optim.scale_by_riemannian_adam(SPEC), optim.riemannian_trace(SPEC, 0.9, nesterov=True),
+                  optim.scale_by_global_tangent_adam(0.1, SPEC)]:
+        u, _ = piece.update(g, piece.init(p), p)
+        np.testing.assert_allclose(ST.project(p["w"], u["w"]), u["w"], rtol=1e-5, atol=1e-6)
+    u, _ = optim.to_riemannian_gradients(SPEC).update(g, optax.EmptyState(), p)
+    np.testing.assert_array_equal(u["w"], ST.egrad_to_rgrad(p["w"], g["w"]))
+    np.testing.assert_array_equal(u["b"], g["b"])
