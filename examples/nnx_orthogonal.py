@@ -39,7 +39,7 @@ import rules
 D_IN, D_HIDDEN, N_SAMPLES = 16, 8, 256
 OPTIMIZERS = {
     "riemannian_adam": geometric.optim.riemannian_adam,
-    "manifold_adam": geometric.optim.manifold_adam,
+    "global_tangent_adam": geometric.optim.global_tangent_adam,
     "riemannian_sgd": lambda lr, spec: geometric.optim.riemannian_sgd(lr, spec, momentum=0.9),
 }
 # One rule: every kernel of a layer called `embed` is on St(16, 8); everything else is Euclidean.

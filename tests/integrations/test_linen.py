@@ -6,6 +6,7 @@ import pytest
 from flax.core import FrozenDict
 from flax.training import train_state
 
+from geometric import optim
 from tests.integrations import common
 
 
@@ -40,6 +41,19 @@ def test_init_gives_the_plain_layout_on_the_manifold():
     assert jax.tree.structure(variables) == jax.tree.structure({"params": common.start()})
     assert common.orthonormality_error(variables["params"]["embed"]["kernel"]) <= common.ON_MANIFOLD
     common.OPTIMIZERS["riemannian_adam"](common.SPEC).init(variables)  # accepted as a start
+
+
+def test_the_default_kernel_init_is_refused_by_name_and_projected_on_request():
+    # lecun_normal is off the manifold; training from it would be silently wrong for the rotating
+    # optimizers.
+    model = nn.Dense(common.D_HIDDEN, param_dtype=jnp.float32)
+    variables = model.init(jax.random.PRNGKey(1), jnp.zeros((1, common.D_IN), jnp.float32))
+    spec = optim.by_path({r"kernel$": common.STIEFEL})
+    with pytest.raises(ValueError, match=r"'params/kernel' is not on Stiefel\(n=8, p=4"):
+        common.OPTIMIZERS["manifold_adam"](spec).init(variables)
+    projected = optim.project_params(variables, spec)
+    assert common.orthonormality_error(projected["params"]["kernel"]) <= common.ON_MANIFOLD
+    common.OPTIMIZERS["manifold_adam"](spec).init(projected)
 
 
 def test_by_path_on_the_plain_dict_is_the_dict_spec():
