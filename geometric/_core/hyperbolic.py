@@ -30,8 +30,8 @@ import numpy as np
 
 from .kernels import safe_sqrt
 
-__all__ = ["arcosh1p", "artanhc", "ball_margin", "check_curvature", "clip_ball", "dot",
-           "even_function", "expmap0", "gap", "gyration", "logmap0", "lorentz_to_poincare",
+__all__ = ["arcosh1p", "artanhc", "ball_margin", "check_curvature", "clip_ball", "difference_denominator",
+           "dot", "even_function", "expmap0", "gap", "logmap0", "lorentz_to_poincare",
            "max_distance", "minkowski", "mobius_add", "mobius_difference", "mobius_matvec",
            "mobius_scalar_mul", "poincare_to_lorentz", "sinhc", "t_over_sinh", "t_over_tanh",
            "tanhc"]
@@ -159,45 +159,39 @@ def mobius_add(x: jax.Array, y: jax.Array, c: float) -> jax.Array:
         x \oplus_c y = \frac{(1 + 2c\langle x, y\rangle + c\|y\|^2)\,x + (1 - c\|x\|^2)\,y}
                             {1 + 2c\langle x, y\rangle + c^2\|x\|^2\|y\|^2}
 
-    The denominator is at least ``(1 − c‖x‖‖y‖)² > 0`` in the ball; it is floored at the smallest
-    normal number so that two points on the boundary give a finite result.
+    The denominator is formed as ``(1 + c⟨x, y⟩)² + c²(‖x‖²‖y‖² − ⟨x, y⟩²)``, a sum of two
+    nonnegative terms (no cancellation when ``y`` nears the antipode of ``x`` on the boundary),
+    and floored at the smallest normal number.
     """
     xy, x2, y2 = dot(x, y), dot(x, x), dot(y, y)
     num = (1 + 2 * c * xy + c * y2)[..., None] * x + (1 - c * x2)[..., None] * y
-    den = 1 + 2 * c * xy + c * c * x2 * y2
+    den = jnp.square(1 + c * xy) + c * c * jnp.maximum(x2 * y2 - xy * xy, 0)
     return num / _floor(den)[..., None]
 
 
 def mobius_difference(x: jax.Array, y: jax.Array, c: float) -> jax.Array:
     """``(−x) ⊕_c y`` formed from ``e = y − x``: exactly 0 at ``y = x`` and accurate near it.
 
-    Its numerator is ``(1 − c‖x‖²) e − c‖e‖² x`` (the Möbius numerator with ``y = x + e``
-    expanded), which has no cancellation when ``y`` is close to ``x``.
+    With ``y = x + e`` expanded, the numerator is ``(1 − c‖x‖²) e − c‖e‖² x`` and the denominator
+    :func:`difference_denominator`: neither cancels when ``y`` is close to ``x``, even on the
+    boundary of the safe ball.
     """
     e = y - x
-    x2 = dot(x, x)
-    num = gap(x2, c)[..., None] * e - (c * dot(e, e))[..., None] * x
-    den = 1 - 2 * c * dot(x, y) + c * c * x2 * dot(y, y)
-    return num / _floor(den)[..., None]
+    x2, xe, e2 = dot(x, x), dot(x, e), dot(e, e)
+    g = gap(x2, c)
+    num = g[..., None] * e - (c * e2)[..., None] * x
+    return num / difference_denominator(g, x2, xe, e2, c)[..., None]
 
 
-def gyration(u: jax.Array, v: jax.Array, w: jax.Array, c: float) -> jax.Array:
-    r"""The gyration ``gyr[u, v] w = ⊖(u ⊕ v) ⊕ (u ⊕ (v ⊕ w))``, a rotation linear in ``w``.
+def difference_denominator(g: jax.Array, x2: jax.Array, xe: jax.Array, e2: jax.Array,
+                           c: float) -> jax.Array:
+    """``1 − 2c⟨x, y⟩ + c²‖x‖²‖y‖²`` with ``y = x + e`` and ``g = 1 − c‖x‖²``, as a sum of squares.
 
-    In closed form (Ungar 2008, eq. 3.2 with the curvature ``−c``):
-
-    .. math::
-        \operatorname{gyr}[u, v]\,w = w + 2\,\frac{a\,u + b\,v}{d},\quad
-        a = -c^2\langle u,w\rangle\|v\|^2 + c\langle v,w\rangle + 2c^2\langle u,v\rangle
-        \langle v,w\rangle,\quad b = -c^2\langle v,w\rangle\|u\|^2 - c\langle u,w\rangle,\quad
-        d = 1 + 2c\langle u,v\rangle + c^2\|u\|^2\|v\|^2 .
+    It equals ``(g − c⟨x, e⟩)² + c²(‖x‖²‖e‖² − ⟨x, e⟩²)``, both terms nonnegative: ``g²`` at
+    ``e = 0`` with no cancellation (the direct form subtracts numbers near 1 to get ``g² ≈ 4e-10``
+    on the float32 boundary). Floored at the smallest normal number.
     """
-    u2, v2, uv, uw, vw = dot(u, u), dot(v, v), dot(u, v), dot(u, w), dot(v, w)
-    a = c * vw + c * c * (2 * uv * vw - uw * v2)
-    b = -c * uw - c * c * vw * u2
-    d = 1 + 2 * c * uv + c * c * u2 * v2
-    scale = 2 / _floor(d)
-    return w + (scale * a)[..., None] * u + (scale * b)[..., None] * v
+    return _floor(jnp.square(g - c * xe) + c * c * jnp.maximum(x2 * e2 - xe * xe, 0))
 
 
 def expmap0(v: jax.Array, c: float) -> jax.Array:

@@ -117,9 +117,19 @@ class PoincareBall(AbstractManifold):
         return self._exp(x, v)
 
     def _transport(self, x: jax.Array, y: jax.Array, v: jax.Array) -> jax.Array:
+        # (λ_x/λ_y) gyr[y, −x] v, with Ungar's closed form of the gyration rewritten in e = y − x:
+        # gyr[y, −x] v = v + (2/d)(a e + b x), where b vanishes and d = g² at e = 0, so the
+        # transport to x itself is exactly v and nothing cancels for near points (see
+        # docs/derivations/hyperbolic.md#transport).
         c = self.curvature
-        ratio = hyp.gap(hyp.dot(y, y), c) / hyp.gap(hyp.dot(x, x), c)  # λ_x/λ_y
-        return ratio[..., None] * hyp.gyration(y, -x, v, c)
+        e = y - x
+        x2, xe, e2, xv, ev = (hyp.dot(*pair) for pair in ((x, x), (x, e), (e, e), (x, v), (e, v)))
+        g = hyp.gap(x2, c)
+        d = hyp.difference_denominator(g, x2, xe, e2, c)
+        a = c * (c * (2 * xe * xv - x2 * ev) - g * xv)
+        b = c * (g * ev - c * e2 * xv)
+        gyrated = v + ((2 * a / d)[..., None] * e + (2 * b / d)[..., None] * x)
+        return (hyp.gap(hyp.dot(y, y), c) / g)[..., None] * gyrated
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         radius = math.sqrt(self.curvature) * jnp.linalg.norm(x, axis=-1)
