@@ -61,12 +61,15 @@ def _vectors(fname: str, curvature: object, **arrays: jax.Array) -> float:
     return c
 
 
-def _broadcast(fname: str, x: jax.Array, y: jax.Array, names: tuple[str, str]) -> None:
+def _broadcast(fname: str, x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``x`` and ``y`` (vectors of one length) broadcast explicitly to their common batch shape."""
     try:
-        jnp.broadcast_shapes(x.shape[:-1], y.shape[:-1])
+        batch = jnp.broadcast_shapes(x.shape[:-1], y.shape[:-1])
     except ValueError:
-        raise ValueError(f"{fname}: the batch axes of `{names[0]}` {tuple(x.shape)} and "
-                         f"`{names[1]}` {tuple(y.shape)} do not broadcast.") from None
+        raise ValueError(f"{fname}: the batch axes of `x` {tuple(x.shape)} and `y` "
+                         f"{tuple(y.shape)} do not broadcast.") from None
+    shape = (*batch, x.shape[-1])
+    return jnp.broadcast_to(x, shape), jnp.broadcast_to(y, shape)
 
 
 def mobius_add(x: jax.Array, y: jax.Array, *, curvature: float = 1.0) -> jax.Array:
@@ -92,7 +95,7 @@ def mobius_add(x: jax.Array, y: jax.Array, *, curvature: float = 1.0) -> jax.Arr
     """
     fname = "geometric.hyperbolic.mobius_add"
     c = _vectors(fname, curvature, x=x, y=y)
-    _broadcast(fname, x, y, ("x", "y"))
+    x, y = _broadcast(fname, x, y)
     return _math.clip_ball(_math.mobius_add(x, y, c), c)
 
 
@@ -116,11 +119,12 @@ def mobius_scalar_mul(r: ArrayLike, x: jax.Array, *, curvature: float = 1.0) -> 
     c = _vectors(fname, curvature, x=x)
     r = jnp.asarray(r, x.dtype)
     try:
-        jnp.broadcast_shapes(r.shape, x.shape[:-1])
+        batch = jnp.broadcast_shapes(r.shape, x.shape[:-1])
     except ValueError:
         raise ValueError(f"{fname}: `r` of shape {tuple(r.shape)} must broadcast against the "
                          f"batch axes {tuple(x.shape[:-1])} of `x`.") from None
-    return _math.mobius_scalar_mul(r, x, c)
+    x = jnp.broadcast_to(x, (*batch, x.shape[-1]))
+    return _math.mobius_scalar_mul(jnp.broadcast_to(r, batch), x, c)
 
 
 def mobius_matvec(m: jax.Array, x: jax.Array, *, curvature: float = 1.0) -> jax.Array:
@@ -156,10 +160,13 @@ def mobius_matvec(m: jax.Array, x: jax.Array, *, curvature: float = 1.0) -> jax.
     if m.dtype != x.dtype:
         raise TypeError(f"{fname}: `m` must have the dtype of `x`, {x.dtype}; got {m.dtype}.")
     try:
-        jnp.broadcast_shapes(m.shape[:-2], x.shape[:-1])
+        batch = jnp.broadcast_shapes(m.shape[:-2], x.shape[:-1])
     except ValueError:
         raise ValueError(f"{fname}: the batch axes of `m` {tuple(m.shape)} and `x` "
                          f"{tuple(x.shape)} do not broadcast.") from None
+    if m.ndim > 2:  # a batch of matrices; one matrix stays a matrix product
+        m = jnp.broadcast_to(m, (*batch, *m.shape[-2:]))
+        x = jnp.broadcast_to(x, (*batch, x.shape[-1]))
     return _math.mobius_matvec(m, x, c)
 
 

@@ -91,12 +91,13 @@ def even_function(t: jax.Array, direct: Callable[[jax.Array], jax.Array],
     """An even function ``f(t)`` with a removable singularity at 0, for ``t ≥ 0``.
 
     Below the cutoff (0.1 in float32, 0.03 in float64) the Taylor polynomial
-    ``Σₖ coefficients[k] t²ᵏ`` (six terms: truncation error below 1e-19); above it ``direct(t)``,
-    evaluated at the cutoff in the masked branch so that its derivative stays finite.
+    ``Σₖ coefficients[k] t²ᵏ`` (six terms: truncation error below 1e-19); above it ``direct(t)``.
+    Each branch is evaluated only where it is selected (elsewhere at a harmless argument), so
+    neither contributes ``0·∞`` to the derivative of the other.
     """
     cutoff = 0.1 if t.dtype == jnp.float32 else 0.03
     small = t < cutoff
-    t2 = t * t
+    t2 = jnp.square(jnp.where(small, t, 0))  # large t would overflow the masked polynomial
     series = jnp.zeros_like(t)
     for a in reversed(coefficients):
         series = series * t2 + a
@@ -210,8 +211,10 @@ def mobius_scalar_mul(r: jax.Array, x: jax.Array, c: float) -> jax.Array:
 
 
 def mobius_matvec(m: jax.Array, x: jax.Array, c: float) -> jax.Array:
-    """``M ⊗_c x = exp₀(M log₀(x))`` for ``m`` of shape ``(..., p, n)`` and ``x`` of ``(..., n)``."""
-    return expmap0(jnp.einsum("...ij,...j->...i", m, logmap0(x, c)), c)
+    """``M ⊗_c x = exp₀(M log₀(x))`` for one matrix ``m`` ``(p, n)`` and ``x`` ``(..., n)``, or
+    ``m`` ``(..., p, n)`` and ``x`` ``(..., n)`` with equal batch axes."""
+    y = logmap0(x, c)
+    return expmap0(y @ m.T if m.ndim == 2 else jnp.einsum("...ij,...j->...i", m, y), c)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -137,6 +137,9 @@ class PoincareBall(AbstractManifold):
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
         c = self.curvature
+        # A point beyond the safe ball starts from its boundary: the Möbius denominator of a
+        # point near the unit sphere and a saturated step towards its antipode would underflow.
+        x = hyp.clip_ball(x, c)
         gap = hyp.gap(hyp.dot(x, x), c)  # 2/λ_x
         t = math.sqrt(c) * safe_sqrt(hyp.dot(v, v)) / gap  # √c λ_x ‖v‖/2
         # tanh(t) v/(√c‖v‖) = tanhc(t)·(λ_x/2)·v: smooth at v = 0.
