@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="first epochs at a tenth of the learning rate")
     parser.add_argument("--batch-size", type=_training.positive_int, default=512, help="edges per step")
     parser.add_argument("--negatives", type=_training.positive_int, default=20, help="negative nodes per edge")
-    parser.add_argument("--lr", type=_training.positive_float, default=0.03, help="learning rate of both optimizers")
+    parser.add_argument("--lr", type=_training.positive_float, default=0.01, help="learning rate of both optimizers")
     parser.add_argument("--seed", type=_training.nonnegative_int, default=0, help="seed of the tree, init and batches")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="embedding dtype")
     parser.add_argument("--out", type=_training.directory, default=Path("runs/hyperbolic"), help="run directory")

@@ -94,7 +94,7 @@ def test_scalar_multiplication_matvec_and_the_maps_at_the_origin(c):
     mx = np.asarray(x) @ np.asarray(w).T
     mnorm = np.linalg.norm(mx, axis=-1)[:, None]
     want = np.tanh(mnorm / norm[:, None] * np.arctanh(np.sqrt(c) * norm[:, None])) * mx / (np.sqrt(c) * mnorm)
-    close(hyperbolic.mobius_matvec(w, x, **kw), want, 1e-12)                   # Ganea, eq. (27)
+    close(hyperbolic.mobius_matvec(w, x, **kw), want, 1e-12)                   # Ganea et al.
     close(hyperbolic.mobius_matvec(jnp.broadcast_to(w, (4, 5, 3)), x, **kw), want, 1e-12)
     close(hyperbolic.mobius_matvec(jnp.eye(3), x, **kw), x, 1e-12)
     close(hyperbolic.mobius_matvec(jnp.zeros((2, 3)), x, **kw), 0, 0)          # Mx = 0
