@@ -64,3 +64,11 @@ def test_a_bad_flag_is_one_line_naming_it(argv, flag, tmp_path, capsys):
     assert stop.value.code == 2
     out, err = capsys.readouterr()
     assert not out and len(err.splitlines()) == 1 and flag in err, err
+
+
+def test_help_shows_every_default():
+    parser = train.build_parser()
+    text = " ".join(parser.format_help().split())
+    for action in parser._actions:
+        if action.option_strings and action.default not in (None, False) and action.dest != "help":
+            assert f"(default: {action.default})" in text, action.dest
