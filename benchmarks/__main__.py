@@ -18,7 +18,7 @@ import jax  # noqa: E402
 
 from ._harness import load_average, machine_info
 
-FAMILIES = ["linalg", "decompositions", "tensor", "forward", "geometric", "training"]
+FAMILIES = ["linalg", "decompositions", "tensor", "forward", "geometric", "hyperbolic", "training"]
 
 
 def main() -> None:

@@ -72,6 +72,31 @@ def _optimizer_step(name, batch, n, p):
     return step
 
 
+def _poincare_embedding(nodes, dim, batch, negatives):
+    """One geoopt RiemannianAdam step of Poincaré embeddings (Nickel & Kiela's loss), gradient
+    included: inputs drawn as in ``benchmarks/bench_hyperbolic.py``."""
+    import geoopt
+
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((nodes, dim)) * (0.3 / np.sqrt(dim))
+    index = rng.integers(0, nodes, (batch, 2 + negatives))
+    ball = geoopt.PoincareBall()
+    param = geoopt.ManifoldParameter(torch.from_numpy(table.astype(np.float32)), manifold=ball)
+    opt = geoopt.optim.RiemannianAdam([param], lr=1e-3)
+    u = torch.from_numpy(index[:, :1])
+    others = torch.from_numpy(index[:, 1:])
+
+    def step():
+        opt.zero_grad()
+        d = ball.dist(param[u], param[others])  # (batch, 1 + negatives)
+        loss = (torch.logsumexp(-d, dim=1) + d[:, 0]).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def _time(fn, budget):
     fn()
     fn()
@@ -96,6 +121,8 @@ def main() -> None:
                 cases.append(_inv(tuple(msg["shape"])))
             elif msg["kind"] == "qr":
                 cases.append(_qr(tuple(msg["shape"])))
+            elif msg["kind"] == "poincare_embedding":
+                cases.append(_poincare_embedding(msg["nodes"], msg["dim"], msg["batch"], msg["negatives"]))
             else:
                 cases.append(_optimizer_step(msg["kind"], tuple(msg["batch"]), msg["n"], msg["p"]))
             reply = {"id": len(cases) - 1}

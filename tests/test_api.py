@@ -7,7 +7,8 @@ import inspect
 
 import pytest
 
-MODULES = ["rules", "rules.testing", "rules.internal", "geometric", "geometric.optim"]
+MODULES = ["rules", "rules.testing", "rules.internal", "geometric", "geometric.optim",
+           "geometric.hyperbolic"]
 
 
 def _callables(module):

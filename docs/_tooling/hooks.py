@@ -18,10 +18,12 @@ from mkdocs.structure.files import File
 
 _log = logging.getLogger("mkdocs.hooks.pullbacks")
 
-PUBLIC_MODULES = ("rules", "rules.testing", "rules.internal", "geometric", "geometric.optim")
+PUBLIC_MODULES = ("rules", "rules.testing", "rules.internal", "geometric", "geometric.optim",
+                  "geometric.hyperbolic")
 
 # Site path -> path in the repository.
-FIGURES = {"assets/rigid_body_demo.png": "examples/rigid_body/demo.png"}
+FIGURES = {"assets/rigid_body_demo.png": "examples/rigid_body/demo.png",
+           "assets/hyperbolic_disk.png": "examples/hyperbolic/disk.png"}
 
 
 def on_files(files, config, **kwargs):

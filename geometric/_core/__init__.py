@@ -5,6 +5,8 @@
   (Haar points, polar projection, ``‖YᵀY − I‖_F``, the ``(n, p)`` or transposed layout);
 * :mod:`.kernels`: the numerical kernels (QR and polar factors, low-rank rotations, φ, functions
   of symmetric matrices);
+* :mod:`.hyperbolic`: the kernels of the Poincaré ball and the hyperboloid (Möbius operations,
+  removable singularities, the safe ball);
 * :mod:`.checks`: checks of constructor fields and dtypes;
 * :mod:`.tree`: walking a ``manifolds`` pytree alongside ``params``.
 

@@ -1,0 +1,236 @@
+r"""Hyperbolic space of curvature ``-c``: the kernels the two models and :mod:`geometric.hyperbolic` share.
+
+Unchecked functions on batch-leading arrays ``(..., n)`` (the last axis is the vector), with ``c``
+a positive Python float. Formulas, conventions and references: docs/derivations/hyperbolic.md.
+
+**Safe region.** Every function is finite, with finite derivatives, for every finite input. The
+Poincaré ball is kept to ``√c‖x‖ ≤ 1 − ε`` with ``ε`` = :func:`ball_margin` (``1e-5`` in float32,
+``1e-10`` in float64): points there are at hyperbolic distance at most :func:`max_distance` from the
+origin (``12.2/√c`` in float32, ``23.7/√c`` in float64), and the conformal factor ``1 − c‖x‖²``
+is resolved to a relative error below ``3e-3`` (float32) and ``6e-7`` (float64). Beyond it the
+factor is held at its value on the sphere of radius ``(1 − ε)/√c`` (:func:`gap`), so a point that
+drifted outside is treated as lying on that sphere, and artanh is clamped likewise. The hyperboloid
+is kept within the same distance of its origin.
+
+**Removable singularities.** ``tanh(t)/t``, ``t/tanh(t)``, ``sinh(t)/t``, ``t/sinh(t)`` and
+``artanh(z)/z`` are evaluated as Taylor polynomials below a small cutoff and directly above it
+(:func:`even_function`), so they and their derivatives are exact to rounding at and near 0;
+``arcosh(1 + δ)`` is ``log1p(δ + √(δ(δ + 2)))``, accurate for every ``δ ≥ 0`` and with
+derivative 0 (a subgradient) at ``δ = 0``.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .kernels import safe_sqrt
+
+__all__ = ["arcosh1p", "artanhc", "ball_margin", "check_curvature", "clip_ball", "difference_denominator",
+           "dot", "even_function", "expmap0", "gap", "logmap0", "lorentz_to_poincare",
+           "max_distance", "minkowski", "mobius_add", "mobius_difference", "mobius_matvec",
+           "mobius_scalar_mul", "poincare_to_lorentz", "sinhc", "t_over_sinh", "t_over_tanh",
+           "tanhc"]
+
+_MARGINS = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-10}
+
+
+def check_curvature(owner: str, value: object) -> float:
+    """``value`` as a positive finite ``float``; raises naming ``owner`` (a class or function)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{owner}: `curvature` must be a positive float (the ball has sectional "
+                        f"curvature -curvature); got {type(value).__name__}.")
+    c = float(operator.index(value) if isinstance(value, (int, np.integer)) else value)
+    if not (math.isfinite(c) and c > 0):
+        raise ValueError(f"{owner}: `curvature` must be a positive finite float; got {value!r}.")
+    return c
+
+
+def ball_margin(dtype: jnp.dtype) -> float:
+    """``ε`` of the safe ball ``√c‖x‖ ≤ 1 − ε`` in ``dtype`` (float32: 1e-5, float64: 1e-10)."""
+    return _MARGINS[np.dtype(dtype)]
+
+
+def max_distance(dtype: jnp.dtype, c: float) -> float:
+    """The hyperbolic distance from the origin of the safe sphere: ``2 artanh(1 − ε)/√c``."""
+    eps = ball_margin(dtype)
+    return math.log((2 - eps) / eps) / math.sqrt(c)
+
+
+def dot(u: jax.Array, v: jax.Array) -> jax.Array:
+    """``Σ u ⊙ v`` over the last axis (broadcasting the others)."""
+    return jnp.sum(u * v, axis=-1)
+
+
+def minkowski(u: jax.Array, v: jax.Array) -> jax.Array:
+    """The Minkowski product ``−u₀v₀ + Σᵢ uᵢvᵢ`` over the last axis."""
+    return dot(u, v) - 2 * u[..., 0] * v[..., 0]
+
+
+def gap(x2: jax.Array, c: float) -> jax.Array:
+    """``1 − c‖x‖²`` from ``x2 = ‖x‖²`` (``= 2/λ_x``), held at its value on the safe sphere beyond it."""
+    eps = ball_margin(x2.dtype)
+    return jnp.maximum(1 - c * x2, eps * (2 - eps))
+
+
+def clip_ball(x: jax.Array, c: float) -> jax.Array:
+    """``x`` scaled onto the safe sphere ``√c‖x‖ = 1 − ε`` where it lies beyond it."""
+    radius = (1 - ball_margin(x.dtype)) / math.sqrt(c)
+    norm = safe_sqrt(dot(x, x))
+    outside = norm > radius
+    scale = jnp.where(outside, radius / jnp.where(outside, norm, 1), 1)
+    return x * scale[..., None]
+
+
+def even_function(t: jax.Array, direct: Callable[[jax.Array], jax.Array],
+                  coefficients: Sequence[float]) -> jax.Array:
+    """An even function ``f(t)`` with a removable singularity at 0, for ``t ≥ 0``.
+
+    Below the cutoff (0.1 in float32, 0.03 in float64) the Taylor polynomial
+    ``Σₖ coefficients[k] t²ᵏ`` (six terms: truncation error below 1e-19); above it ``direct(t)``.
+    Each branch is evaluated only where it is selected (elsewhere at a harmless argument), so
+    neither contributes ``0·∞`` to the derivative of the other.
+    """
+    cutoff = 0.1 if t.dtype == jnp.float32 else 0.03
+    small = t < cutoff
+    t2 = jnp.square(jnp.where(small, t, 0))  # large t would overflow the masked polynomial
+    series = jnp.zeros_like(t)
+    for a in reversed(coefficients):
+        series = series * t2 + a
+    return jnp.where(small, series, direct(jnp.where(small, cutoff, t)))
+
+
+def tanhc(t: jax.Array) -> jax.Array:
+    """``tanh(t)/t`` for ``t ≥ 0`` (1 at 0)."""
+    return even_function(t, lambda t: jnp.tanh(t) / t,
+                         (1, -1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925))
+
+
+def t_over_tanh(t: jax.Array) -> jax.Array:
+    """``t/tanh(t)`` for ``t ≥ 0`` (1 at 0)."""
+    return even_function(t, lambda t: t / jnp.tanh(t),
+                         (1, 1 / 3, -1 / 45, 2 / 945, -1 / 4725, 2 / 93555))
+
+
+def sinhc(t: jax.Array) -> jax.Array:
+    """``sinh(t)/t`` for ``t ≥ 0`` (1 at 0)."""
+    return even_function(t, lambda t: jnp.sinh(t) / t,
+                         (1, 1 / 6, 1 / 120, 1 / 5040, 1 / 362880, 1 / 39916800))
+
+
+def t_over_sinh(t: jax.Array) -> jax.Array:
+    """``t/sinh(t)`` for ``t ≥ 0`` (1 at 0)."""
+    return even_function(t, lambda t: t / jnp.sinh(t),
+                         (1, -1 / 6, 7 / 360, -31 / 15120, 127 / 604800, -73 / 3421440))
+
+
+def artanhc(z: jax.Array) -> jax.Array:
+    """``artanh(z)/z`` for ``0 ≤ z``, with ``z`` clamped to ``1 − ε`` (the safe ball)."""
+    z = jnp.minimum(z, 1 - ball_margin(z.dtype))
+    return even_function(z, lambda z: jnp.arctanh(z) / z,
+                         (1, 1 / 3, 1 / 5, 1 / 7, 1 / 9, 1 / 11))
+
+
+def arcosh1p(delta: jax.Array) -> jax.Array:
+    """``arcosh(1 + δ)`` for ``δ ≥ 0``: ``log1p(δ + √(δ(δ + 2)))``, accurate for small and large δ.
+
+    Its derivative at ``δ = 0`` is taken as 1 (the ``√`` contributes the subgradient 0): a distance
+    ``arcosh(1 + δ)`` with ``δ ∝ ‖x − y‖²`` then has derivative 0 at ``x = y``.
+    """
+    return jnp.log1p(delta + safe_sqrt(delta * (delta + 2)))
+
+
+def _floor(den: jax.Array) -> jax.Array:
+    """A denominator that is positive in the ball, held at the smallest normal number."""
+    return jnp.maximum(den, float(np.finfo(den.dtype).tiny))
+
+
+# ----------------------------------------------------------------------------------------------
+# The gyrovector operations of the Poincaré ball (Ungar; Ganea, Bécigneul & Hofmann 2018)
+
+
+def mobius_add(x: jax.Array, y: jax.Array, c: float) -> jax.Array:
+    r"""Möbius addition ``x ⊕_c y``.
+
+    .. math::
+        x \oplus_c y = \frac{(1 + 2c\langle x, y\rangle + c\|y\|^2)\,x + (1 - c\|x\|^2)\,y}
+                            {1 + 2c\langle x, y\rangle + c^2\|x\|^2\|y\|^2}
+
+    The denominator is formed as ``(1 + c⟨x, y⟩)² + c²(‖x‖²‖y‖² − ⟨x, y⟩²)``, a sum of two
+    nonnegative terms (no cancellation when ``y`` nears the antipode of ``x`` on the boundary),
+    and floored at the smallest normal number.
+    """
+    xy, x2, y2 = dot(x, y), dot(x, x), dot(y, y)
+    num = (1 + 2 * c * xy + c * y2)[..., None] * x + (1 - c * x2)[..., None] * y
+    den = jnp.square(1 + c * xy) + c * c * jnp.maximum(x2 * y2 - xy * xy, 0)
+    return num / _floor(den)[..., None]
+
+
+def mobius_difference(x: jax.Array, y: jax.Array, c: float) -> jax.Array:
+    """``(−x) ⊕_c y`` formed from ``e = y − x``: exactly 0 at ``y = x`` and accurate near it.
+
+    With ``y = x + e`` expanded, the numerator is ``(1 − c‖x‖²) e − c‖e‖² x`` and the denominator
+    :func:`difference_denominator`: neither cancels when ``y`` is close to ``x``, even on the
+    boundary of the safe ball.
+    """
+    e = y - x
+    x2, xe, e2 = dot(x, x), dot(x, e), dot(e, e)
+    g = gap(x2, c)
+    num = g[..., None] * e - (c * e2)[..., None] * x
+    return num / difference_denominator(g, x2, xe, e2, c)[..., None]
+
+
+def difference_denominator(g: jax.Array, x2: jax.Array, xe: jax.Array, e2: jax.Array,
+                           c: float) -> jax.Array:
+    """``1 − 2c⟨x, y⟩ + c²‖x‖²‖y‖²`` with ``y = x + e`` and ``g = 1 − c‖x‖²``, as a sum of squares.
+
+    It equals ``(g − c⟨x, e⟩)² + c²(‖x‖²‖e‖² − ⟨x, e⟩²)``, both terms nonnegative: ``g²`` at
+    ``e = 0`` with no cancellation (the direct form subtracts numbers near 1 to get ``g² ≈ 4e-10``
+    on the float32 boundary). Floored at the smallest normal number.
+    """
+    return _floor(jnp.square(g - c * xe) + c * c * jnp.maximum(x2 * e2 - xe * xe, 0))
+
+
+def expmap0(v: jax.Array, c: float) -> jax.Array:
+    """``exp₀(v) = tanh(√c‖v‖) v/(√c‖v‖)``, on the safe ball (tanh saturates to the boundary)."""
+    return clip_ball(tanhc(math.sqrt(c) * safe_sqrt(dot(v, v)))[..., None] * v, c)
+
+
+def logmap0(y: jax.Array, c: float) -> jax.Array:
+    """``log₀(y) = artanh(√c‖y‖) y/(√c‖y‖)``, the inverse of :func:`expmap0`."""
+    return artanhc(math.sqrt(c) * safe_sqrt(dot(y, y)))[..., None] * y
+
+
+def mobius_scalar_mul(r: jax.Array, x: jax.Array, c: float) -> jax.Array:
+    """``r ⊗_c x = exp₀(r log₀(x))``; ``r`` broadcasts against the batch axes of ``x``."""
+    return expmap0(r[..., None] * logmap0(x, c), c)
+
+
+def mobius_matvec(m: jax.Array, x: jax.Array, c: float) -> jax.Array:
+    """``M ⊗_c x = exp₀(M log₀(x))`` for one matrix ``m`` ``(p, n)`` and ``x`` ``(..., n)``, or
+    ``m`` ``(..., p, n)`` and ``x`` ``(..., n)`` with equal batch axes."""
+    y = logmap0(x, c)
+    return expmap0(y @ m.T if m.ndim == 2 else jnp.einsum("...ij,...j->...i", m, y), c)
+
+
+# ----------------------------------------------------------------------------------------------
+# Between the models: the isometries of the stereographic projection from (−1/√c, 0, …, 0)
+
+
+def poincare_to_lorentz(x: jax.Array, c: float) -> jax.Array:
+    """``(1 + c‖x‖², 2√c x) / (√c (1 − c‖x‖²))``: ball ``(..., n)`` to hyperboloid ``(..., n + 1)``."""
+    x = clip_ball(x, c)
+    x2 = dot(x, x)
+    g = gap(x2, c)
+    time = (1 + c * x2) / (math.sqrt(c) * g)
+    return jnp.concatenate([time[..., None], (2 / g)[..., None] * x], axis=-1)
+
+
+def lorentz_to_poincare(x: jax.Array, c: float) -> jax.Array:
+    """``x_s/(1 + √c x₀)``: hyperboloid ``(..., n + 1)`` to ball ``(..., n)``, on the safe ball."""
+    # 1 + √c x₀ ≥ 2 on the upper sheet; the floor keeps other inputs finite.
+    return clip_ball(x[..., 1:] / jnp.maximum(1 + math.sqrt(c) * x[..., :1], 1), c)
