@@ -210,11 +210,13 @@ class AbstractManifold(abc.ABC):
                             "another transformation). Verify points before tracing.")
         if atol is None:
             atol = math.sqrt(float(np.finfo(x.dtype).eps) * math.prod(self.shape))
-        errors = np.asarray(self._manifold_error(self._orient(x)))
+        errors = self._manifold_error(self._orient(x))
         if errors.size == 0:
             return True, "no points"
-        worst = np.unravel_index(np.argmax(errors), errors.shape)  # argmax finds a nan first
-        value = float(errors[worst])
+        # Reduced by JAX, not NumPy: a global array of a multi-process run is not addressable
+        # here as a whole, its maximum is. argmax finds a nan first.
+        worst = np.unravel_index(int(jnp.argmax(errors.reshape(-1))), errors.shape)
+        value = float(jnp.max(errors))
         ok = value <= atol
         reason = f"{self._error_formula} = {value:.3g} {'≤' if ok else '>'} atol = {atol:.3g}"
         if errors.ndim:

@@ -81,30 +81,30 @@ class Oblique(AbstractManifold):
 
     @property
     def _columns(self) -> Sphere:
-        """The sphere of each column; its hooks act on the last axis, so they get ``Xᵀ``."""
+        """The sphere of each column; it takes points on the last axis, so its methods get ``Xᵀ``."""
         return Sphere(self.n)
 
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         return self._project_point(jax.random.normal(key, self.shape, dtype))
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        return self._columns._project(x.mT, v.mT).mT
+        return self._columns.project(x.mT, v.mT).mT
 
     def _project_point(self, x: jax.Array) -> jax.Array:
-        return self._columns._project_point(x.mT).mT
+        return self._columns.project_point(x.mT).mT
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        return self._columns._retract(x.mT, v.mT).mT
+        return self._columns.retract(x.mT, v.mT).mT
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
-        return jnp.linalg.norm(self._columns._manifold_error(x.mT), axis=-1)
+        return jnp.linalg.norm(self._columns.manifold_error(x.mT), axis=-1)
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        return self._columns._exp(x.mT, v.mT).mT
+        return self._columns.exp(x.mT, v.mT).mT
 
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
-        return self._columns._log(x.mT, y.mT).mT
+        return self._columns.log(x.mT, y.mT).mT
 
     def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
-        angles = self._columns._dist(x.mT, y.mT)
+        angles = self._columns.dist(x.mT, y.mT)
         return safe_sqrt(jnp.sum(angles * angles, axis=-1))
