@@ -43,7 +43,10 @@ class Stiefel(AbstractFrameManifold):
 
     Retractions (``retraction``), each O(np²) time with no n×n array:
 
-    * ``"qr"``: ``qf(Y + V)`` with ``diag(R) ≥ 0``;
+    * ``"qr"``: ``qf(Y + V)`` with ``diag(R) ≥ 0``, by CholeskyQR of the well-conditioned
+      ``Y + V`` (Gram matrix ``I + VᵀV``; Householder QR for very large steps): the same map as
+      Householder QR, 2.5–4× faster on St(N, 64) (:func:`~geometric._core.kernels.qr_factor`,
+      ``docs/derivations/manifolds.md``, "QR");
     * ``"polar"``: ``(Y + V)((Y + V)ᵀ(Y + V))^{-1/2}`` (p×p eigendecomposition);
     * ``"cayley"``: ``(I - ½Ω)⁻¹(I + ½Ω)Y``, ``Ω = Ω(Y, V)`` (Wen & Yin's low-rank form: one 2p×2p
       solve);

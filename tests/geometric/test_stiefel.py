@@ -64,6 +64,17 @@ def test_cayley_retraction_matches_dense_formula():
         np.testing.assert_allclose(g, want, atol=1e-13 * max(1.0, scale))
 
 
+def test_qr_retraction_is_householders_q_factor():
+    """qf(Y + V) with diag(R) ≥ 0 at every step size (the Cholesky passes for small steps,
+    Householder QR for the largest), as NumPy's Householder QR."""
+    m = geometric.Stiefel(9, 3)
+    y, ds = scaled_steps(m, 5)
+    got = retract(m, jnp.broadcast_to(y, ds.shape), ds)
+    for g, d, scale in zip(got, np.asarray(ds), SCALES):
+        q, r = np.linalg.qr(np.asarray(y) + d)
+        np.testing.assert_allclose(g, q * np.sign(np.diag(r)), atol=1e-14 * max(1.0, scale))
+
+
 def test_cayley_and_exp_agree_to_third_order():
     y, d = point_and_tangent(CAYLEY, 7)
     steps = jnp.asarray([0.1, 0.05, 0.025, 0.0125])[:, None, None] * d[None]  # the shape above
