@@ -20,17 +20,21 @@ derivative 0 (a subgradient) at ``δ = 0``.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .checks import check_int_field
 from .kernels import safe_sqrt
+from .manifold import AbstractManifold
 
-__all__ = ["arcosh1p", "artanhc", "ball_margin", "check_curvature", "clip_ball", "difference_denominator",
+__all__ = ["AbstractHyperbolicManifold", "arcosh1p", "artanhc", "ball_margin", "check_curvature", "clip_ball", "difference_denominator",
            "dot", "even_function", "expmap0", "gap", "logmap0", "lorentz_to_poincare",
            "max_distance", "minkowski", "mobius_add", "mobius_difference", "mobius_matvec",
            "mobius_scalar_mul", "poincare_to_lorentz", "sinhc", "t_over_sinh", "t_over_tanh",
@@ -234,3 +238,19 @@ def lorentz_to_poincare(x: jax.Array, c: float) -> jax.Array:
     """``x_s/(1 + √c x₀)``: hyperboloid ``(..., n + 1)`` to ball ``(..., n)``, on the safe ball."""
     # 1 + √c x₀ ≥ 2 on the upper sheet; the floor keeps other inputs finite.
     return clip_ball(x[..., 1:] / jnp.maximum(1 + math.sqrt(c) * x[..., :1], 1), c)
+
+
+@dataclasses.dataclass(frozen=True)
+class AbstractHyperbolicManifold(AbstractManifold):
+    """What both models of hyperbolic space share: the dimension ``n``, the curvature ``−c``
+    (``curvature = c > 0``), their checks, and retractions that correct themselves."""
+
+    n: int
+    curvature: float = 1.0
+
+    self_correcting: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        object.__setattr__(self, "n", check_int_field(owner, "n", self.n))
+        object.__setattr__(self, "curvature", check_curvature(owner, self.curvature))

@@ -30,7 +30,7 @@ from jax.typing import DTypeLike
 from rules.internal import eye_like, mm
 
 __all__ = ["arctan_sv", "expm", "frobenius_inner", "gram_error", "haar_frame", "phi",
-           "polar_factor", "qr_factor", "rotate", "safe_sqrt", "skew", "sym", "sym_function"]
+           "polar_factor", "qr_factor", "rotate", "safe_sqrt", "skew", "sym", "sym_eigh", "sym_function"]
 
 
 def sym(a: jax.Array) -> jax.Array:
@@ -289,6 +289,37 @@ def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = No
 # Functions of symmetric matrices, with derivatives that exist at repeated eigenvalues
 
 
+def sym_eigh(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    r"""``(λ, Q)`` with ``sym(a) = Q diag(λ) Qᵀ``, ``λ`` ascending, for ``(..., n, n)`` arrays.
+
+    For ``n = 2`` in closed form: with ``m = (a₁₁ + a₂₂)/2``, ``h = (a₁₁ - a₂₂)/2`` and
+    ``b = (a₁₂ + a₂₁)/2``, ``λ = m ∓ hypot(h, b)`` and the rotation angle ``θ = ½ atan2(b, h)``,
+    ``Q = [[-sin θ, cos θ], [cos θ, sin θ]]`` (Jacobi's rotation: orthogonal to rounding, and
+    stable at repeated eigenvalues, where ``atan2(0, 0) = 0`` gives ``Q`` a rotation). Other
+    sizes: ``jnp.linalg.eigh``. Not for differentiation (its derivative at ``h = b = 0`` is nan):
+    :func:`sym_function` supplies the derivative of the matrix functions built on it.
+
+    Batches of small matrices (2×2 covariances, diffusion tensors, Gram matrices of two columns)
+    are where the LAPACK call per matrix behind ``jnp.linalg.eigh`` costs most. Measured on one
+    CPU core for 10⁴ matrices (``jax.jit``, ``OPENBLAS_NUM_THREADS=1``): ``jnp.linalg.eigh``
+    8–11 ms, the closed form 2.2 ms, as accurate (reconstruction error 1.8e-15 in float64). A
+    3×3 closed form (Smith's trigonometric eigenvalues, eigenvectors by cross products) was 1.7×
+    faster but reconstructed to only 1e-4 in float32 near repeated eigenvalues, so 3×3 matrices
+    keep ``jnp.linalg.eigh``.
+    """
+    if a.shape[-1] != 2:
+        return jnp.linalg.eigh(sym(a))
+    p, r = a[..., 0, 0], a[..., 1, 1]
+    b = 0.5 * (a[..., 0, 1] + a[..., 1, 0])
+    m, h = 0.5 * (p + r), 0.5 * (p - r)
+    radius = jnp.hypot(h, b)
+    theta = 0.5 * jnp.arctan2(b, h)
+    c, s = jnp.cos(theta), jnp.sin(theta)
+    w = jnp.stack([m - radius, m + radius], axis=-1)
+    q = jnp.stack([jnp.stack([-s, c], axis=-1), jnp.stack([c, s], axis=-1)], axis=-1)
+    return w, q
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
 def sym_function(f: Callable[[jax.Array], jax.Array], df: Callable[[jax.Array], jax.Array],
                  a: jax.Array) -> jax.Array:
@@ -312,8 +343,8 @@ def sym_function(f: Callable[[jax.Array], jax.Array], df: Callable[[jax.Array], 
     References:
       N. J. Higham, "Functions of Matrices: Theory and Computation" (2008), Thm. 3.11.
     """
-    w, q = jnp.linalg.eigh(a)
-    return mm(q * f(w)[..., None, :], q.mT)
+    w, q = sym_eigh(a)
+    return sym(mm(q * f(w)[..., None, :], q.mT))
 
 
 @sym_function.defjvp
@@ -321,15 +352,15 @@ def _sym_function_jvp(f: Callable[[jax.Array], jax.Array], df: Callable[[jax.Arr
                       primals: tuple[jax.Array], tangents: tuple[jax.Array]
                       ) -> tuple[jax.Array, jax.Array]:
     (a,), (a_dot,) = primals, tangents
-    w, q = jnp.linalg.eigh(a)
+    w, q = sym_eigh(a)
     fw, dfw = f(w), df(w)
     diff = w[..., :, None] - w[..., None, :]
     scale = jnp.max(jnp.abs(w), axis=-1)[..., None, None]
     close = jnp.abs(diff) <= float(np.finfo(w.dtype).eps) ** (1 / 3) * scale
     divided = (fw[..., :, None] - fw[..., None, :]) / jnp.where(close, 1, diff)
     slopes = jnp.where(close, 0.5 * (dfw[..., :, None] + dfw[..., None, :]), divided)
-    out = mm(q * fw[..., None, :], q.mT)
-    return out, mm(q, mm(slopes * mm(q.mT, mm(sym(a_dot), q)), q.mT))
+    out = sym(mm(q * fw[..., None, :], q.mT))
+    return out, sym(mm(q, mm(slopes * mm(q.mT, mm(sym(a_dot), q)), q.mT)))
 
 
 def arctan_sv(a: jax.Array) -> jax.Array:

@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 
 from .._core import hyperbolic as hyp
-from .._core.checks import check_int_field
 from .._core.kernels import safe_sqrt
 from .._core.manifold import AbstractManifold
 
@@ -17,7 +16,7 @@ __all__ = ["Lorentz"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Lorentz(AbstractManifold):
+class Lorentz(hyp.AbstractHyperbolicManifold):
     r"""The hyperboloid ``ℍⁿ_c``: vectors of shape ``(n + 1,)`` with ``⟨x, x⟩_L = −1/c``, ``x₀ > 0``.
 
     .. math::
@@ -81,16 +80,8 @@ class Lorentz(AbstractManifold):
       1.5000 0e+00
     """
 
-    n: int
-    curvature: float = 1.0
-
     capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "log", "dist"})
-    self_correcting: ClassVar[bool] = True
     _error_formula: ClassVar[str] = "|x₀ − √(1/c + ‖x_s‖²)| / √(1/c + ‖x_s‖²)"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "n", check_int_field("Lorentz", "n", self.n))
-        object.__setattr__(self, "curvature", hyp.check_curvature("Lorentz", self.curvature))
 
     @property
     def shape(self) -> tuple[int]:

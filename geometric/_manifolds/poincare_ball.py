@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 
 from .._core import hyperbolic as hyp
-from .._core.checks import check_int_field
 from .._core.kernels import safe_sqrt
 from .._core.manifold import AbstractManifold
 
@@ -17,7 +16,7 @@ __all__ = ["PoincareBall"]
 
 
 @dataclasses.dataclass(frozen=True)
-class PoincareBall(AbstractManifold):
+class PoincareBall(hyp.AbstractHyperbolicManifold):
     r"""The Poincaré ball ``𝔹ⁿ_c``: vectors of shape ``(n,)`` with ``‖x‖ < 1/√c``, curvature ``−c``.
 
     .. math::
@@ -78,16 +77,8 @@ class PoincareBall(AbstractManifold):
       [0.5 0. ]
     """
 
-    n: int
-    curvature: float = 1.0
-
     capabilities: ClassVar[frozenset[str]] = frozenset({"exp", "log", "dist"})
-    self_correcting: ClassVar[bool] = True
     _error_formula: ClassVar[str] = "max(0, √c‖x‖ − (1 − ε))"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "n", check_int_field("PoincareBall", "n", self.n))
-        object.__setattr__(self, "curvature", hyp.check_curvature("PoincareBall", self.curvature))
 
     @property
     def shape(self) -> tuple[int]:

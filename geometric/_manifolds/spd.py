@@ -15,7 +15,7 @@ from rules.internal import mm
 
 from .._core.checks import check_choice_field, check_int_field
 from .._core.kernels import frobenius_inner, safe_sqrt, sym
-from .._core.spd_kernels import sym_function
+from .._core.kernels import sym_function
 from .._core.manifold import AbstractManifold
 
 __all__ = ["SPD"]
@@ -63,7 +63,7 @@ class SPD(AbstractManifold):
     (``(XY)^{1/2} = C(CᵀYC)^{1/2}C⁻¹``; the Bures–Wasserstein ``exp`` leaves SPD(n) once
     ``I + L_X[V]`` is singular, beyond the injectivity radius, and the distance is computed as
     ``‖log_X(Y)‖_X``, accurate near ``Y = X`` where the trace formula cancels). Matrix functions
-    go through :func:`~geometric._core.spd_kernels.sym_function` (closed-form eigendecomposition
+    go through :func:`~geometric._core.kernels.sym_function` (closed-form eigendecomposition
     for n = 2), whose derivative (Daleckii–Krein) exists at repeated eigenvalues, so ``dist`` and ``log`` are differentiable at ``Y = X``
     (``log`` is exactly 0 there for the affine metric). The distance's derivative at ``Y = X`` is
     0, a subgradient; ``dist²`` has its true derivative, 0.
