@@ -11,12 +11,21 @@ TINY = {("inv", "4096×4×4"), ("cayley", "4096×4×4"), ("attention skew", "(16
         ("attention arbitrary", "(16384, 3, 3)")}
 
 
+# jax 0.10.2's CPU runtime deadlocks (all threads waiting, no progress) after tens to hundreds of
+# calls of a jitted `jax.jvp` of a batched QR, JAX's own `jnp.linalg.qr` as much as ours
+# (2026-11-23; not seen the day before on the same versions).
+HANGS = {("qr", "1024×8×8"), ("lq", "1024×8×8")}
+
+
 def tables(quick: bool) -> list[Table]:
     budget = 0.3 if quick else 1.5
     table = Table("Forward mode: `jax.jvp` through each rule (float32)",
                   ["rule", "shape", "our jvp", "JAX jvp", "ratio ours/JAX", "goal",
                    "compile ours / JAX"])
     for case in _cases.gradient_cases(quick):
+        if (case.family, case.label) in HANGS:
+            table.add([case.family, case.label, "—", "—", "not timed", "≤ 1.0", "—"])
+            continue
         ours, theirs = case.jvp(case.ours), case.jvp(case.theirs)
         args = case.jvp_args()
         (c_ours, p_ours), (c_jax, p_jax) = compile_program(ours, *args), compile_program(theirs,
@@ -36,5 +45,8 @@ def tables(quick: bool) -> list[Table]:
         "ratio is 1 and its spread is the measurement's noise. QR and LQ spend most of their time "
         "in the same LAPACK factorisation as JAX's, so their rows differ from 1 by the "
         "pushforward's share only.",
+        "Rows marked \"not timed\": JAX's CPU runtime deadlocks when a jitted `jax.jvp` of a "
+        "batched QR is called repeatedly, JAX's own `jnp.linalg.qr` as well as ours; the "
+        "transformation tests check these rows' values.",
     ]
     return [table]
