@@ -10,7 +10,6 @@ import jax.numpy as jnp
 
 from .._core import hyperbolic as hyp
 from .._core.kernels import safe_sqrt
-from .._core.manifold import AbstractManifold
 
 __all__ = ["Lorentz"]
 
