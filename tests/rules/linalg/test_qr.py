@@ -81,6 +81,18 @@ def test_qr_matches_jax_vjp_on_invariant_loss(shape, mode, dtype):
     assert rel_err(grad(rules.qr, mode, a, w1, w2), grad(jnp.linalg.qr, mode, a, w1, w2)) < 1e-10
 
 
+@pytest.mark.parametrize("shape,dtype", [((5, 5), jnp.float64), ((7, 5), jnp.complex128),
+                                         ((2, 6, 6), jnp.float64), ((3, 7), jnp.complex128)])
+@pytest.mark.parametrize("mode", ["reduced", "r"])
+def test_qr_blocked_pullback_and_dots(monkeypatch, shape, mode, dtype):
+    """The paths that only large matrices take, forced on small ones: R R̄ᴴ formed in blocks
+    (odd and even n) and the products as dots with materialized transposes."""
+    from rules._linalg import qr as qr_module
+    monkeypatch.setattr(qr_module, "_BLOCKED", 2)
+    monkeypatch.setattr(qr_module, "_UNROLL", 1)
+    check_rrule(rules.qr, rand(shape, 14, dtype), fkwargs={"mode": mode})
+
+
 @pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
 def test_qr_outputs_equal_jnp(mode):
     a = rand((2, 6, 4), 13)
