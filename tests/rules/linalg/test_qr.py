@@ -93,6 +93,15 @@ def test_qr_blocked_pullback_and_dots(monkeypatch, shape, mode, dtype):
     check_rrule(rules.qr, rand(shape, 14, dtype), fkwargs={"mode": mode})
 
 
+@pytest.mark.parametrize("shape,dtype", [((5, 5), jnp.float64), ((5, 7), jnp.complex128),
+                                         ((6, 3), jnp.float64)])
+def test_lq_blocked_pullback_and_dots(monkeypatch, shape, dtype):
+    from rules._linalg import qr as qr_module
+    monkeypatch.setattr(qr_module, "_BLOCKED", 2)
+    monkeypatch.setattr(qr_module, "_UNROLL", 1)
+    check_rrule(rules.lq, rand(shape, 15, dtype))
+
+
 @pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
 def test_qr_outputs_equal_jnp(mode):
     a = rand((2, 6, 4), 13)
