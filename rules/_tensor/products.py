@@ -17,6 +17,12 @@ of the forward's size: the pullback is twice the forward's flops, and so is the 
 ``Ċ = op(Ẋ) op(Y) + op(X) op(Ẏ)`` (one product when only one operand moves). The products are
 bilinear and holomorphic, so complex inputs use plain transposes (JAX's convention). Derivation:
 ``docs/derivations/tensor-products.md``.
+
+The pushforward's and the pullback's products ask for ``lax.Precision.HIGHEST``, as every rule's
+do (``docs/derivations/conventions.md#precision``), where JAX's own jvp of ``jnp.matmul`` keeps
+the default: on GPU/TPU the default lets float32 products run in TF32 or bfloat16 passes. On CPU
+it is the same computation (float32: bitwise equal results and equal times, measured on the
+feed-forward layer's jvp pinned to one core), so the flag costs nothing there.
 """
 from __future__ import annotations
 
