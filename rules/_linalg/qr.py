@@ -58,8 +58,9 @@ def mm_h(a, b):
 
     XLA folds a transpose into the dot that consumes it, and XLA:CPU's dot with its left operand
     contracted over the leading axis misses YNNPACK (see :func:`mm`); the barrier keeps the
-    transpose a copy of its own. Measured float32, one core: ``Q̄ᵀQ`` of 512 × 64 in 109 against
-    183 µs; gradient of QR 512 × 64 0.94 → 0.83 of JAX's, 256 × 256 1.00 → 0.99.
+    transpose a copy of its own. Measured float32 (``Q̄ᵀQ`` of 512 × 64: 109 against 183 µs) and
+    in CPU-time medians against JAX: gradient of QR 512 × 64 0.94 → 0.83, jvp of QR 512 × 64
+    0.94 → 0.78 and 64 × 512 0.97 → 0.76.
     """
     a_h = mH(a)
     if max(*a.shape[-2:], b.shape[-1]) > _UNROLL:  # unrolled products fuse with the transpose
@@ -273,8 +274,8 @@ def _copyltu_m(q, r, q_bar, r_bar):
     (R is upper triangular) involves only R̄'s upper triangle, so R̄ needs no mask. From
     ``_BLOCKED`` columns on, with ``h = n/2`` and ``R = [R₁₁ R₁₂; 0 R₂₂]``, the rows ``i < h``
     are ``R[:h] R̄[:h]ᴴ`` (columns ``j < h``) and the rows ``i ≥ h`` are ``R₂₂ R̄[:, h:]ᴴ``: half
-    the flops of ``R R̄ᴴ``, the block above the diagonal and the zeros of ``R`` skipped (measured
-    float32, one core: gradient of QR 256 × 256 0.99 → 0.93 of JAX's, 2048 × 256 unchanged).
+    the flops of ``R R̄ᴴ``, the block above the diagonal and the zeros of ``R`` skipped (float32,
+    CPU-time medians: gradient of QR 256 × 256 0.99 → 0.93 of JAX's, 2048 × 256 unchanged).
     ``Q̄ᴴQ`` stays one product: blocking it too made tall matrices slower (column slices).
     """
     n = r.shape[-1]
