@@ -32,6 +32,8 @@ says the tangent vectors have no ``A`` block (Grassmann), and ``N = p`` leaves n
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -122,4 +124,5 @@ def _transposed(a: jax.Array) -> jax.Array:
     """
     if a.ndim != 2 or jax.default_backend() != "cpu":
         return a.mT
-    return lax.optimization_barrier(a.mT)
+    barrier: Callable[[jax.Array], jax.Array] = lax.optimization_barrier  # untyped in jax
+    return barrier(a.mT)
