@@ -263,26 +263,14 @@ def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = No
       ``Q [y, z]``, shape ``(..., n, p + k)`` (``Q y`` when ``z`` is None). Written as the input
       plus a correction, so the rounding error of a small step is relative to the step.
     """
-    p = y.shape[-1]
-    p_ = delta - 0.5 * mm(y, mm(y.mT, delta))
-    # Balanced factors Ω = [P, sY][Y, -P/s]ᵀ: with s ≈ ‖P‖_F (a power of two, so scaling is
-    # exact) every block of X = VᵀU is of the size of the step, instead of X holding YᵀY = I.
-    # That keeps I - ½X well conditioned and φ's scaling and squaring short for small steps.
-    # Q does not depend on s, so no derivative flows through it.
-    norm = lax.stop_gradient(jnp.linalg.norm(p_, axis=(-2, -1), keepdims=True))
-    s = jnp.where(norm > 0, jnp.exp2(jnp.round(jnp.log2(norm))), 1).astype(y.dtype)
-    u = jnp.concatenate([p_, s * y], axis=-1)
-    v = jnp.concatenate([y, -p_ / s], axis=-1)
-    x = mm(v.mT, u)
-    c = x[..., :, p:] / s  # VᵀY: the last p columns of X = Vᵀ[P, sY], over s
+    gram, yt_delta = mm(y.mT, y), mm(y.mT, delta)
+    p_ = delta - 0.5 * mm(y, yt_delta)
+    yt_p = yt_delta - 0.5 * mm(gram, yt_delta)
+    columns, yt_columns, pt_columns = [y], [gram], [yt_p.mT]
     if z is not None:
-        y = jnp.concatenate([y, z], axis=-1)
-        c = jnp.concatenate([c, mm(v.mT, z)], axis=-1)
-    if method == "cayley":
-        # (I - ½UVᵀ)⁻¹U = U(I - ½X)⁻¹ (push-through), so cay(Ω)Z = Z + U(I - ½X)⁻¹VᵀZ.
-        return y + mm(u, jnp.linalg.solve(eye_like(x) - 0.5 * x, c))
-    # exp(UVᵀ) = I + Uφ(VᵀU)Vᵀ, from (UVᵀ)^k = U X^{k-1} Vᵀ.
-    return y + mm(u, mm(phi(x), c))
+        columns, yt_columns, pt_columns = [y, z], [gram, mm(y.mT, z)], [yt_p.mT, mm(p_.mT, z)]
+    return jnp.concatenate(rotate_by_products(y, p_, columns, yt_p, gram, mm(p_.mT, p_),
+                                              yt_columns, pt_columns, method), axis=-1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -399,3 +387,78 @@ def _arctan_ratio_slope(u: jax.Array) -> jax.Array:
         series = series * u + c
     safe = jnp.where(small, 1, u)
     return jnp.where(small, series, (1 / (1 + safe) - _arctan_ratio(safe)) / (2 * safe))
+
+
+def rotate_by_products(y: jax.Array, p_: jax.Array, columns: list[jax.Array], yt_p: jax.Array,
+                       gram: jax.Array, pt_p: jax.Array, yt_columns: list[jax.Array],
+                       pt_columns: list[jax.Array], method: str) -> list[jax.Array]:
+    r"""``Q Zᵢ`` for ``Q = cay(Ω)`` or ``exp(Ω)``, ``Ω = PYᵀ - YPᵀ``, from the products given.
+
+    :func:`rotate` once ``P = (I - ½YYᵀ)Δ`` is formed, for callers that already hold the
+    products ``YᵀP``, ``YᵀY``, ``PᵀP`` and, for each block ``Zᵢ`` of columns, ``YᵀZᵢ`` and
+    ``PᵀZᵢ``: every block of ``X = VᵀU`` and of ``VᵀZ`` is one of them (or a transpose), so
+    what is left is the 2p×2p ``ψ(X)`` and one product with ``U``.
+    """
+    p = y.shape[-1]
+    # Balanced factors Ω = [P, sY][Y, -P/s]ᵀ: with s ≈ ‖P‖_F (a power of two, so scaling is
+    # exact) every block of X = VᵀU is of the size of the step, instead of X holding YᵀY = I.
+    # That keeps I - ½X well conditioned and φ's scaling and squaring short for small steps.
+    # Q does not depend on s, so no derivative flows through it.
+    norm = lax.stop_gradient(jnp.sqrt(jnp.trace(pt_p, axis1=-2, axis2=-1)))[..., None, None]
+    s = jnp.where(norm > 0, jnp.exp2(jnp.round(jnp.log2(norm))), 1).astype(y.dtype)
+    x = jnp.concatenate([jnp.concatenate([yt_p, s * gram], axis=-1),
+                         jnp.concatenate([-pt_p / s, -yt_p.mT], axis=-1)], axis=-2)
+    c = jnp.concatenate([jnp.concatenate(yt_columns, axis=-1),
+                         -jnp.concatenate(pt_columns, axis=-1) / s], axis=-2)
+    if method == "cayley":
+        # (I - ½UVᵀ)⁻¹U = U(I - ½X)⁻¹ (push-through), so cay(Ω)Z = Z + U(I - ½X)⁻¹VᵀZ.
+        r = _neumann_solve(0.5 * x, c)
+    else:
+        # exp(UVᵀ) = I + Uφ(VᵀU)Vᵀ, from (UVᵀ)^k = U X^{k-1} Vᵀ.
+        r = mm(phi(x), c)
+    correction = mm(p_, r[..., :p, :]) + mm(y, s * r[..., p:, :])
+    out, start = [], 0
+    for z in columns:
+        k = z.shape[-1]
+        out.append(z + correction[..., start:start + k])
+        start += k
+    return out
+
+
+# (I - Z)⁻¹C = Σ_k Z^k C = Π_{j<m} (I + Z^{2^j}) C up to the terms k ≥ 2^m, whose sum is at most
+# θ^{2^m}/(1 - θ) for θ = ‖Z‖₁ ≤ 1/2: m = 5 factors reach float32's unit roundoff, 6 float64's.
+_NEUMANN_THETA = 0.5
+_NEUMANN_FACTORS = {jnp.dtype(jnp.float32): 5, jnp.dtype(jnp.float64): 6}
+
+
+def _neumann_solve(z: jax.Array, c: jax.Array) -> jax.Array:
+    """``(I - Z)⁻¹C`` of ``(..., m, m)`` and ``(..., m, k)`` matrices.
+
+    For ``‖Z‖₁ ≤ 1/2`` (the Cayley transform of a step of moderate size) by the Neumann series
+    in product form, as many factors as the largest ``‖Z‖₁`` of the batch needs to reach the
+    unit roundoff (skipped factors cost nothing: ``lax.cond``); otherwise by LU. LAPACK's LU
+    costs a call per matrix and an m-step loop over its pivots, which on a batch of small
+    matrices (stacked attention heads, 64 × 32×32) is most of a ``manifold_adam`` step; the
+    series is batched matrix products only. Under ``jax.vmap`` the tests are batched and both
+    branches run — pass stacked matrices as leading axes instead.
+    """
+    u = float(np.finfo(z.dtype).eps) / 2
+    theta = lax.stop_gradient(jnp.max(jnp.sum(jnp.abs(z), axis=-2)))
+    # The least m with θ^(2^m) ≤ (1 - θ)u; θ = 0 gives 0 terms, so one factor (m ≥ 1 always).
+    terms = jnp.log((1 - theta) * u) / jnp.log(theta)
+    factors = jnp.ceil(jnp.log2(jnp.maximum(terms, 1)))
+
+    def series(z: jax.Array, c: jax.Array) -> jax.Array:
+        r = c + mm(z, c)
+
+        def square(zr: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            z, r = zr
+            z = mm(z, z)
+            return z, r + mm(z, r)
+
+        for j in range(1, _NEUMANN_FACTORS[jnp.dtype(z.dtype)]):
+            z, r = lax.cond(j < factors, square, lambda zr: zr, (z, r))
+        return r
+
+    return lax.cond(theta <= _NEUMANN_THETA, series,
+                    lambda z, c: jnp.linalg.solve(eye_like(z) - z, c), z, c)
