@@ -145,15 +145,6 @@ class Stiefel(AbstractFrameManifold):
             return g - mm(x, tmm(g, x))
         return self._project(x, g)
 
-    def _rgrad_and_transport(self, x: jax.Array, g: jax.Array, v: jax.Array
-                             ) -> tuple[jax.Array, jax.Array]:
-        """``(egrad_to_rgrad(x, g), P_x(v))``, the products with ``x`` shared by both."""
-        p = self.p
-        a_g, a_v = tmm(x, g), tmm(x, v)
-        c = mm(x, jnp.concatenate([a_g.mT if self.metric == "canonical" else sym(a_g), sym(a_v)],
-                                  axis=-1))
-        return g - c[..., :p], v - c[..., p:]
-
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "canonical":
             # tr(uᵀ(I - ½xxᵀ)v) = tr(uᵀv) - ½ tr((xᵀu)ᵀ(xᵀv)): no n×n matrix.

@@ -83,18 +83,3 @@ def transport_to(m: AbstractManifold, previous: jax.Array, x: jax.Array, v: jax.
     transport gets it.
     """
     return m.transport(previous, x, v)
-
-
-def rgrad_and_transport(m: AbstractManifold, previous: jax.Array, x: jax.Array, g: jax.Array,
-                        v: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(egrad_to_rgrad(x, g), transport_to(m, previous, x, v))``.
-
-    In one pass over ``x`` where the manifold can (the hook ``_rgrad_and_transport(x, g, v)``
-    of St(n, p), whose transport is the projection): TODO timings.
-    """
-    fused = getattr(m, "_rgrad_and_transport", None)
-    if fused is None:
-        return m.egrad_to_rgrad(x, g), transport_to(m, previous, x, v)
-    x, g, v = m._inputs("egrad_to_rgrad", x, g=g, v=v)
-    xi, w = fused(x, g, v)
-    return m._orient(xi), m._orient(w)

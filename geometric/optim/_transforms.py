@@ -17,7 +17,7 @@ from .. import _global_tangent
 from .._core.manifold import AbstractManifold
 from .._core.tree import ManifoldsTree, check_spec, resolve
 from ._base import (check_stabilize_every, init_euclidean, map_manifolds, resolve_update,
-                    rgrad_and_transport, stabilize, update_euclidean)
+                    stabilize, transport_to, update_euclidean)
 
 __all__ = ["ManifoldAdamState", "RetractState", "RiemannianAdamState", "RiemannianSGDState",
            "project_params", "project_to_tangent", "retract", "riemannian_trace",
@@ -104,8 +104,8 @@ def riemannian_trace(manifolds: ManifoldsTree, decay: float, nesterov: bool = Fa
         def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, buf: jax.Array, prev: jax.Array
                  ) -> tuple[Any, ...]:
             (beta,) = _cast(x, decay)
-            xi, buf = rgrad_and_transport(m, prev, x, g, buf)
-            buf = xi + beta * buf
+            xi = m.egrad_to_rgrad(x, g)
+            buf = xi + beta * transport_to(m, prev, x, buf)
             return xi + beta * buf if nesterov else buf, buf, x
 
         out, momentum, previous = map_manifolds(r, leaf, params, updates, state.momentum,
@@ -162,8 +162,8 @@ def scale_by_riemannian_adam(manifolds: ManifoldsTree, b1: float = 0.9, b2: floa
         def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu: jax.Array,
                  prev: jax.Array) -> tuple[Any, ...]:
             beta1, beta2, epsilon = _cast(x, b1, b2, eps)
-            xi, mu = rgrad_and_transport(m, prev, x, g, mu)
-            mu = beta1 * mu + (1 - beta1) * xi
+            xi = m.egrad_to_rgrad(x, g)
+            mu = beta1 * transport_to(m, prev, x, mu) + (1 - beta1) * xi
             nu = beta2 * nu + (1 - beta2) * xi * xi
             m_hat, v_hat = mu / (1 - beta1**count), nu / (1 - beta2**count)
             return m.project(x, m_hat / (jnp.sqrt(v_hat) + epsilon)), mu, nu, x
