@@ -30,8 +30,8 @@ from jax.typing import DTypeLike
 from rules.internal import eye_like, mm
 
 __all__ = ["arctan_sv", "expm", "frobenius_inner", "gram_error", "haar_frame", "phi",
-           "polar_factor", "qr_factor", "rotate", "safe_sqrt", "skew", "sym", "sym_eigh", "sym_function",
-           "tmm"]
+           "polar_factor", "qr_factor", "rotate", "safe_sqrt", "skew", "sym", "sym_eigh",
+           "sym_function", "tmm"]
 
 
 def sym(a: jax.Array) -> jax.Array:
