@@ -12,6 +12,7 @@ import scipy.linalg as sla
 
 import geometric
 from geometric import optim
+from tests.helpers import rand
 
 # ----------------------------------------------------------------------------------------------
 # Known optima, all in one parameter tree (one compilation per optimizer): the Rayleigh quotient
@@ -203,6 +204,31 @@ def test_updates_land_on_the_retracted_point():
     p = small_params()
     for retraction, (got, want) in _first_steps(p, jax.grad(small_loss)(p)).items():
         np.testing.assert_allclose(got, want, atol=1e-15, err_msg=retraction)
+
+
+@pytest.mark.parametrize("m", [geometric.Stiefel(7, 3, rows=True),
+                               geometric.Stiefel(7, 3, metric="canonical", retraction="exp"),
+                               geometric.Sphere(5)], ids=repr)
+def test_moments_follow_the_formulas(m):
+    """Two steps of the Adam and momentum pieces against their formulas, written with the public
+    methods (lazy transport of the first moment, second moment in ambient coordinates)."""
+    x0 = m.random_point(jax.random.PRNGKey(0), jnp.float64)
+    g0, g1 = rand(x0.shape, 40), rand(x0.shape, 41)
+    x1 = m.retract(x0, m.random_tangent(jax.random.PRNGKey(1), x0))
+    b1, b2, eps, beta = 0.9, 0.99, 1e-8, 0.8
+
+    adam, trace = optim.scale_by_riemannian_adam(m, b1, b2, eps), optim.riemannian_trace(m, beta)
+    sa, st = adam.init(x0), trace.init(x0)
+    for x, g in ((x0, g0), (x1, g1)):
+        (ua, sa), (ut, st) = adam.update(g, sa, x), trace.update(g, st, x)
+    xi0, xi1 = m.egrad_to_rgrad(x0, g0), m.egrad_to_rgrad(x1, g1)
+    mu = b1 * m.transport(x0, x1, (1 - b1) * xi0) + (1 - b1) * xi1
+    nu = b2 * (1 - b2) * xi0 ** 2 + (1 - b2) * xi1 ** 2
+    want = m.project(x1, mu / (1 - b1 ** 2) / (jnp.sqrt(nu / (1 - b2 ** 2)) + eps))
+    np.testing.assert_allclose(ua, want, atol=1e-13)
+    np.testing.assert_allclose(sa.mu, mu, atol=1e-13)
+    np.testing.assert_allclose(sa.nu, nu, atol=1e-13)
+    np.testing.assert_allclose(ut, xi1 + beta * m.transport(x0, x1, xi0), atol=1e-13)
 
 
 @pytest.mark.parametrize("name", ["riemannian_adam", "manifold_adam"])
