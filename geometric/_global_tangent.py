@@ -32,13 +32,11 @@ says the tangent vectors have no ``A`` block (Grassmann), and ``N = p`` leaves n
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
-from rules.internal import mm
+from rules.internal import laid_out, mm
 
 from ._core.kernels import rotate, rotate_by_products, skew
 from ._core.manifold import AbstractManifold
@@ -74,7 +72,7 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
     """
     y, delta, mu = m.to_frame(x), m.to_frame(m.egrad_to_rgrad(x, g)), m.to_frame(mu)
     n, p = y.shape[-2:]
-    y_t = _transposed(y)
+    y_t = laid_out(y.mT)  # one copy of Yᵀ for three products (rules.internal.mm_h)
     gram, yt_delta, yt_mu = mm(y_t, y), mm(y_t, delta), mm(y_t, mu)
     # The blocks of g^hor that exist: a horizontal space (Grassmann) has no A, O(n) has no B.
     # Their rounding noise would otherwise be amplified by Adam's normalisation into a real step.
@@ -103,7 +101,7 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
     p_coef = w_coef - 0.5 * yt_w
     p_ = -learning_rate * (mu * d) + mm(y, p_coef)
     yt_p = yt_w - 0.5 * mm(gram, yt_w)
-    p_t = _transposed(p_)
+    p_t = laid_out(p_.mT)
     rotated = rotate_by_products(y, p_, [y, mu], yt_p, gram, mm(p_t, p_),
                                  [gram, yt_mu], [yt_p.mT, mm(p_t, mu)], retraction)
     return (m.from_frame(w), m.from_frame(rotated[0]), m.from_frame(rotated[1]), nu_a, nu_b)
@@ -112,17 +110,3 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
 def retract(m: AbstractManifold, x: jax.Array, w: jax.Array, retraction: str) -> jax.Array:
     """``Q x`` with ``Q = cay(Ω(Y, W))`` or ``exp(Ω(Y, W))``: the frame rotation of a step."""
     return m.from_frame(rotate(m.to_frame(x), m.to_frame(w), retraction))
-
-
-def _transposed(a: jax.Array) -> jax.Array:
-    """``aᵀ`` as an array of its own, on the CPU for one (unbatched) matrix; else ``a.mT``.
-
-    XLA's CPU backend sends a product ``AᵀB`` of two N×p matrices (both contracted over their
-    rows) to Eigen, and ``A B`` with row-major operands to XNNPACK, 1.7× faster at 512×64 even
-    with the copy of the transpose. The barrier keeps XLA from folding the transpose back into
-    the product. Batches of small matrices (stacked heads) are faster without the copy.
-    """
-    if a.ndim != 2 or jax.default_backend() != "cpu":
-        return a.mT
-    barrier: Callable[[jax.Array], jax.Array] = lax.optimization_barrier  # untyped in jax
-    return barrier(a.mT)

@@ -8,10 +8,10 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from rules.internal import eye_like, mm
+from rules.internal import eye_like, mm, mm_h
 
 from .._core.checks import check_choice_field, check_frame_fields
-from .._core.kernels import expm, frobenius_inner, polar_factor, qr_factor, rotate, sym, tmm
+from .._core.kernels import expm, frobenius_inner, polar_factor, qr_factor, rotate, sym
 from .._core.frames import AbstractFrameManifold
 
 __all__ = ["Stiefel"]
@@ -138,11 +138,11 @@ class Stiefel(AbstractFrameManifold):
         return self.rows
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        return v - mm(x, sym(tmm(x, v)))
+        return v - mm(x, sym(mm_h(x, v)))
 
     def _egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
         if self.metric == "canonical":
-            return g - mm(x, tmm(g, x))
+            return g - mm(x, mm_h(g, x))
         return self._project(x, g)
 
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:

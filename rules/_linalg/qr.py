@@ -54,18 +54,12 @@ _UNROLL = 16  # see mm
 
 
 def mm_h(a, b):
-    """``aᴴ b`` by :func:`mm`, with ``aᴴ`` laid out in memory first when the product is a dot.
+    """:func:`rules._core.arrays.mm_h` with QR's unroll size: ``aᴴ b``, ``aᴴ`` laid out first.
 
-    XLA folds a transpose into the dot that consumes it, and XLA:CPU's dot with its left operand
-    contracted over the leading axis misses YNNPACK (see :func:`mm`); the barrier keeps the
-    transpose a copy of its own. Measured float32 (``Q̄ᵀQ`` of 512 × 64: 109 against 183 µs) and
-    in CPU-time medians against JAX: gradient of QR 512 × 64 0.94 → 0.83, jvp of QR 512 × 64
-    0.94 → 0.78 and 64 × 512 0.97 → 0.76.
+    Measured in CPU-time medians against JAX: gradient of QR 512 × 64 0.94 → 0.83, jvp of QR
+    512 × 64 0.94 → 0.78 and 64 × 512 0.97 → 0.76.
     """
-    a_h = mH(a)
-    if max(*a.shape[-2:], b.shape[-1]) > _UNROLL:  # unrolled products fuse with the transpose
-        a_h = lax.optimization_barrier(a_h)
-    return mm(a_h, b)
+    return arrays.mm_h(a, b, unroll=_UNROLL)
 
 
 # ==============================================================================================
@@ -371,7 +365,7 @@ def _lq_pushforward(res, a_dot):
         # Transposed by a copy of its own: folded into the product Ṙ = (C - Ω)R, the transpose
         # makes it a dot that misses YNNPACK (see mm_h; jvp of LQ 256 × 256: 1.00 → 0.91 of
         # JAX's, 512 × 64 and 64 × 512 unchanged).
-        rt_dot = lax.optimization_barrier(rt_dot)
+        rt_dot = arrays.laid_out(rt_dot)
     return LQResult(mH(rt_dot), mH(qt_dot))
 
 

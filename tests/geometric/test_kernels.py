@@ -114,19 +114,6 @@ def test_qr_factor_transforms():
         assert rel_err(tangent, central_difference(kernels.qr_factor, zi, di)) < 1e-6
 
 
-def test_tmm_is_the_transposed_product():
-    """aᵀb over the last two axes, under jit, vmap and grad (the stored transpose is invisible)."""
-    a, b = rand((3, 7, 4), 20), rand((3, 7, 5), 21)
-    want = np.swapaxes(np.asarray(a), -1, -2) @ np.asarray(b)
-    np.testing.assert_allclose(jax.jit(kernels.tmm)(a, b), want, atol=1e-14)
-    np.testing.assert_allclose(jax.vmap(kernels.tmm)(a, b), want, atol=1e-14)
-    loss = lambda f: lambda a, b: jnp.sum(jnp.sin(f(a, b)))  # noqa: E731
-    got = jax.grad(loss(kernels.tmm), argnums=(0, 1))(a, b)
-    expected = jax.grad(loss(lambda a, b: jnp.swapaxes(a, -1, -2) @ b), argnums=(0, 1))(a, b)
-    for g, e in zip(got, expected):
-        np.testing.assert_allclose(g, e, atol=1e-14)
-
-
 def test_expm_matches_scipy():
     a = rand((4, 6, 6), 1)
     scales = jnp.asarray([1e-3, 0.5, 4.0, 40.0])[:, None, None]

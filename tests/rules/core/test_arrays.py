@@ -1,0 +1,37 @@
+"""The semi-public array helpers of ``rules.internal``."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rules.internal import laid_out, mm_h
+from tests.helpers import rand
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
+@pytest.mark.parametrize("shape_a, shape_b", [((3, 7, 4), (3, 7, 5)), ((3, 3), (3, 2))])
+def test_mm_h_is_the_conjugate_transposed_product(dtype, shape_a, shape_b):
+    """aᴴb over the last two axes, laid out or unrolled, under jit, vmap and grad."""
+    a, b = rand(shape_a, 20, dtype), rand(shape_b, 21, dtype)
+    want = np.conj(np.swapaxes(np.asarray(a), -1, -2)) @ np.asarray(b)
+    np.testing.assert_allclose(jax.jit(mm_h)(a, b), want, atol=1e-14)
+    if a.ndim == 3:
+        np.testing.assert_allclose(jax.vmap(mm_h)(a, b), want, atol=1e-14)
+    loss = lambda f: lambda a, b: jnp.sum(jnp.sin(f(a, b)).real)  # noqa: E731
+    got = jax.grad(loss(mm_h), argnums=(0, 1))(a, b)
+    expected = jax.grad(loss(lambda a, b: jnp.conj(jnp.swapaxes(a, -1, -2)) @ b), argnums=(0, 1))(a, b)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, atol=1e-13)
+
+
+def test_laid_out_is_a_copy_on_the_cpu_only():
+    """On the CPU the transpose survives as a copy of its own, so the dot contracts its left
+    operand over the last axis (XLA folds a plain ``x.mT`` into the dot: axis 0); values,
+    derivatives and jvp are the identity's."""
+    x = rand((5, 6), 1)
+    compiled = lambda f: jax.jit(f).lower(x).compile().as_text()  # noqa: E731
+    assert "lhs_contracting_dims={1}" in compiled(lambda x: laid_out(x.mT) @ x)
+    assert "lhs_contracting_dims={0}" in compiled(lambda x: x.mT @ x)
+    np.testing.assert_array_equal(laid_out(x), x)
+    np.testing.assert_array_equal(jax.grad(lambda x: jnp.sum(laid_out(x) ** 2))(x), 2 * x)
+    np.testing.assert_array_equal(jax.jvp(laid_out, (x,), (x,))[1], x)
