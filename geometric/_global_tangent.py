@@ -36,7 +36,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rules.internal import laid_out, mm
+from rules.internal import mm, mm_h
 
 from ._core.kernels import rotate, rotate_by_products, skew
 from ._core.manifold import AbstractManifold
@@ -72,8 +72,7 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
     """
     y, delta, mu = m.to_frame(x), m.to_frame(m.egrad_to_rgrad(x, g)), m.to_frame(mu)
     n, p = y.shape[-2:]
-    y_t = laid_out(y.mT)  # one copy of Yᵀ for three products (rules.internal.mm_h)
-    gram, yt_delta, yt_mu = mm(y_t, y), mm(y_t, delta), mm(y_t, mu)
+    gram, yt_delta, yt_mu = mm_h(y, y), mm_h(y, delta), mm_h(y, mu)  # one copy of Yᵀ (XLA's CSE)
     # The blocks of g^hor that exist: a horizontal space (Grassmann) has no A, O(n) has no B.
     # Their rounding noise would otherwise be amplified by Adam's normalisation into a real step.
     a = jnp.zeros_like(yt_delta) if m.horizontal else skew(yt_delta)
@@ -101,9 +100,8 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
     p_coef = w_coef - 0.5 * yt_w
     p_ = -learning_rate * (mu * d) + mm(y, p_coef)
     yt_p = yt_w - 0.5 * mm(gram, yt_w)
-    p_t = laid_out(p_.mT)
-    rotated = rotate_by_products(y, p_, [y, mu], yt_p, gram, mm(p_t, p_),
-                                 [gram, yt_mu], [yt_p.mT, mm(p_t, mu)], retraction)
+    rotated = rotate_by_products(y, p_, [y, mu], yt_p, gram, mm_h(p_, p_),
+                                 [gram, yt_mu], [yt_p.mT, mm_h(p_, mu)], retraction)
     return (m.from_frame(w), m.from_frame(rotated[0]), m.from_frame(rotated[1]), nu_a, nu_b)
 
 

@@ -61,7 +61,7 @@ def safe_sqrt(s: jax.Array) -> jax.Array:
 
 def gram_error(x: jax.Array) -> jax.Array:
     """``‖xᵀx - I‖_F`` over the last two axes."""
-    gram = mm(x.mT, x)
+    gram = mm_h(x, x)
     return jnp.linalg.norm(gram - eye_like(gram), axis=(-2, -1))
 
 
@@ -180,9 +180,9 @@ def polar_factor(z: jax.Array) -> jax.Array:
     and the step, which converges quadratically to the same polar factor, brings that down to
     the rounding of two products (≈ 2e-6, below a fresh QR's).
     """
-    w, q = jnp.linalg.eigh(mm(z.mT, z))
+    w, q = jnp.linalg.eigh(mm_h(z, z))
     y = mm(z, mm(q / jnp.sqrt(w)[..., None, :], q.mT))
-    return 1.5 * y - 0.5 * mm(y, mm(y.mT, y))
+    return 1.5 * y - 0.5 * mm(y, mm_h(y, y))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -264,13 +264,13 @@ def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = No
       ``Q [y, z]``, shape ``(..., n, p + k)`` (``Q y`` when ``z`` is None). Written as the input
       plus a correction, so the rounding error of a small step is relative to the step.
     """
-    gram, yt_delta = mm(y.mT, y), mm(y.mT, delta)
+    gram, yt_delta = mm_h(y, y), mm_h(y, delta)
     p_ = delta - 0.5 * mm(y, yt_delta)
     yt_p = yt_delta - 0.5 * mm(gram, yt_delta)
     columns, yt_columns, pt_columns = [y], [gram], [yt_p.mT]
     if z is not None:
-        columns, yt_columns, pt_columns = [y, z], [gram, mm(y.mT, z)], [yt_p.mT, mm(p_.mT, z)]
-    return jnp.concatenate(rotate_by_products(y, p_, columns, yt_p, gram, mm(p_.mT, p_),
+        columns, yt_columns, pt_columns = [y, z], [gram, mm_h(y, z)], [yt_p.mT, mm_h(p_, z)]
+    return jnp.concatenate(rotate_by_products(y, p_, columns, yt_p, gram, mm_h(p_, p_),
                                               yt_columns, pt_columns, method), axis=-1)
 
 
@@ -364,7 +364,7 @@ def arctan_sv(a: jax.Array) -> jax.Array:
     logarithm's last step on the Grassmann manifold (``A = tan Θ`` in principal angles) and on
     the orthogonal group (``A = tan(K/2)``).
     """
-    return mm(a, sym_function(_arctan_ratio, _arctan_ratio_slope, mm(a.mT, a)))
+    return mm(a, sym_function(_arctan_ratio, _arctan_ratio_slope, mm_h(a, a)))
 
 
 def _arctan_ratio(u: jax.Array) -> jax.Array:

@@ -7,7 +7,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from rules.internal import eye_like, mm
+from rules.internal import eye_like, mm, mm_h
 
 from .._core.checks import check_int_field
 from .._core.kernels import arctan_sv, expm, qr_factor, skew, sym
@@ -74,16 +74,16 @@ class Orthogonal(AbstractFrameManifold):
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         # V - X sym(XᵀV) as on St(n, n); for square X it equals X skew(XᵀV).
-        return v - mm(x, sym(mm(x.mT, v)))
+        return v - mm(x, sym(mm_h(x, v)))
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return qr_factor(x + v)
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        return mm(x, expm(skew(mm(x.mT, v))))
+        return mm(x, expm(skew(mm_h(x, v))))
 
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
         # R - I = Xᵀ(Y - X) on the manifold: accurate for close points, exactly 0 at Y = X.
-        d = mm(x.mT, y - x)
+        d = mm_h(x, y - x)
         half_tan = jnp.linalg.solve(2 * eye_like(d) + d, d)  # (R + I)⁻¹(R - I); the factors commute
         return mm(x, skew(2 * arctan_sv(half_tan)))

@@ -148,7 +148,7 @@ class Stiefel(AbstractFrameManifold):
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "canonical":
             # tr(uᵀ(I - ½xxᵀ)v) = tr(uᵀv) - ½ tr((xᵀu)ᵀ(xᵀv)): no n×n matrix.
-            return frobenius_inner(u, v) - 0.5 * frobenius_inner(mm(x.mT, u), mm(x.mT, v))
+            return frobenius_inner(u, v) - 0.5 * frobenius_inner(mm_h(x, u), mm_h(x, v))
         return frobenius_inner(u, v)
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
@@ -157,8 +157,8 @@ class Stiefel(AbstractFrameManifold):
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "canonical":
             return rotate(x, v, "exp")
-        a = mm(x.mT, v)
-        block = jnp.concatenate([jnp.concatenate([a, -mm(v.mT, v)], axis=-1),
+        a = mm_h(x, v)
+        block = jnp.concatenate([jnp.concatenate([a, -mm_h(v, v)], axis=-1),
                                  jnp.concatenate([eye_like(a), a], axis=-1)], axis=-2)
         first_columns = expm(block)[..., :, :self.p]
         return mm(jnp.concatenate([x, v], axis=-1), mm(first_columns, expm(-a)))
