@@ -62,9 +62,16 @@ def default_degeneracy_tol(values: jax.Array) -> jax.Array:
 
 
 def _tolerance(values, degeneracy_tol):
-    """The tolerance of each matrix of the batch, shape ``(..., 1)``."""
+    """The tolerance of each matrix of the batch, shape ``(..., 1)``, for sorted ``values``.
+
+    Eigenvalues come ascending and singular values descending, so ``max |λ|`` is at one end:
+    an elementwise maximum instead of a reduction over the spectrum (a separate kernel on CPU).
+    """
     if degeneracy_tol is None:
-        return default_degeneracy_tol(values)
+        if values.shape[-1] == 0:
+            return default_degeneracy_tol(values)
+        ends = jnp.maximum(jnp.abs(values[..., :1]), jnp.abs(values[..., -1:]))
+        return jnp.finfo(ends.dtype).eps ** 0.75 * ends
     return jnp.full((*values.shape[:-1], 1), degeneracy_tol, jnp.abs(values).dtype)
 
 
@@ -195,7 +202,7 @@ def _eigh_pullback(res, ct, *, lower, symmetrize_input, degeneracy_tol):
     w, v = res
     w_bar, v_bar = ct
     f = _inverse_differences(w, _tolerance(w, degeneracy_tol), _FIRST)
-    inner = f * mm(v.mT, v_bar) + w_bar.astype(v.dtype)[..., None] * eye_like(v)
+    inner = _add_to_diagonal(f * mm(v.mT, v_bar), w_bar.astype(v.dtype))
     a_bar = mm(conj(v), mm(inner, v.mT))
     return (_hermitian_part(a_bar) if symmetrize_input else a_bar,)
 
@@ -237,6 +244,16 @@ def _inverse_differences(w, tol, fill):
 
 def _hermitian_part(x):
     return 0.5 * (x + mH(x))
+
+
+def _add_to_diagonal(x, d):
+    """``X + diag(d)`` by a scatter into the diagonal.
+
+    Not ``X + d[..., None] * I``: XLA fuses the computation of ``d`` (often the loss's own
+    cotangent, ``cos λ``, ...) into that n × n elementwise loop and evaluates it n times per entry.
+    """
+    i = jnp.arange(x.shape[-1])
+    return x.at[..., i, i].add(d)
 
 
 # ==============================================================================================
@@ -435,7 +452,7 @@ def svd_pullback(u, s, vh, u_bar, s_bar, v_bar, tol):
     diag = s_bar.astype(u.dtype)
     if jnp.iscomplexobj(gu):
         diag = diag + 1j * jnp.diagonal(gu, axis1=-2, axis2=-1).imag * s_inv
-    inner = inner + diag[..., None] * eye_like(inner)
+    inner = _add_to_diagonal(inner, diag)
     s_inv = s_inv.astype(u.dtype)
     if m > k:  # A̅ = (U (K - Γ_U S⁻¹) + Ū S⁻¹) Vᴴ
         left = mm(u1, inner - gu * s_inv[..., None, :]) + ub1 * s_inv[..., None, :]
