@@ -28,7 +28,7 @@ from .._core.arrays import conj, eye_like, mH, mm
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
 from . import jax_ops
-from .small import MAX_JACOBI_N, jacobi_eigh
+from .small import MAX_JACOBI_N, jacobi_eigh, jacobi_svd
 
 __all__ = ["EighResult", "SVDResult", "default_degeneracy_tol", "eigh", "svd"]
 
@@ -222,9 +222,7 @@ def _eigh_tangent(res, a_dot, symmetrize_input, degeneracy_tol, fill):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
 def _eigh_decomposition(a, lower, symmetrize_input, degeneracy_tol):
-    if a.shape[-1] <= MAX_JACOBI_N and a.dtype in (jnp.float32, jnp.float64):
-        # Tiny real matrices: Jacobi rotations on whole batch arrays (rules/_linalg/small.py),
-        # about ten times faster on CPU than a LAPACK syevd call per matrix.
+    if _jacobi_route(a):
         return EighResult(*jacobi_eigh(a, lower, symmetrize_input))
     w, v = jax_ops.eigh(a, UPLO="L" if lower else "U", symmetrize_input=symmetrize_input)
     return EighResult(w, v)
@@ -354,8 +352,18 @@ def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
                 degeneracy_tol=_check_tol("svd", degeneracy_tol))
 
 
+def _jacobi_route(a) -> bool:
+    """Tiny real square matrices: Jacobi rotations on whole batch arrays (``small.py``), several
+    times faster on CPU than a LAPACK call (``syevd``, ``gesdd``) per matrix of the batch."""
+    n = a.shape[-1]
+    return a.shape[-2] == n <= MAX_JACOBI_N and a.dtype in (jnp.float32, jnp.float64)
+
+
 def _svd_primal(a, *, full_matrices, compute_uv, degeneracy_tol):
     del degeneracy_tol
+    if _jacobi_route(a):  # the same route as the decomposition the derivatives use
+        usv = SVDResult(*jacobi_svd(a))
+        return usv if compute_uv else usv.S
     out = jax_ops.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
     return SVDResult(*out) if compute_uv else out
 
@@ -406,6 +414,8 @@ def _svd_tangent(res, a_dot, full_matrices, degeneracy_tol, fill):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
 def _svd_decomposition(a, full_matrices, degeneracy_tol):
+    if _jacobi_route(a):
+        return SVDResult(*jacobi_svd(a))
     return SVDResult(*jax_ops.svd(a, full_matrices=full_matrices))
 
 

@@ -1,10 +1,10 @@
-"""Tests of rules/_linalg/small.py: the closed-form inverse and the Jacobi eigensolver of tiny matrices."""
+"""Tests of rules/_linalg/small.py: the closed-form inverse, Jacobi eigh and SVD of tiny matrices."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rules._linalg.small import closed_form_inv, jacobi_eigh
+from rules._linalg.small import closed_form_inv, jacobi_eigh, jacobi_svd
 
 _inv = jax.jit(closed_form_inv)
 
@@ -130,3 +130,49 @@ def test_jacobi_eigh_bad_input():
         jacobi_eigh(jnp.eye(4))
     with pytest.raises(TypeError, match="jacobi_eigh: `a` must have dtype .* got complex128"):
         jacobi_eigh(jnp.eye(2, dtype=jnp.complex128))
+
+
+def _hard_square(count, n, seed):
+    """Random matrices, and ones of rank n - 1 and 1, orthogonal, graded and widely scaled."""
+    rng = np.random.default_rng(seed)
+    q1 = np.linalg.qr(rng.standard_normal((5 * count, n, n)))[0]
+    q2 = np.linalg.qr(rng.standard_normal((5 * count, n, n)))[0]
+    s = np.abs(rng.standard_normal((5 * count, n)))
+    s[:count, -1] = 0
+    s[count:2 * count, 1:] = 0
+    s[2 * count:3 * count] = 1.0
+    s[3 * count:4 * count] *= 10.0 ** rng.integers(-6, 7, (count, n))
+    s[4 * count:] *= 10.0 ** rng.integers(-30, 31, (count, 1))
+    return np.concatenate([rng.standard_normal((count, n, n)), (q1 * s[:, None, :]) @ q2,
+                           np.zeros((1, n, n))])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("dtype, tol", [(jnp.float32, 3e-6), (jnp.float64, 1e-14)])
+def test_jacobi_svd_accuracy(n, dtype, tol):
+    # As accurate as LAPACK's gesdd, and U, V orthogonal even at rank-deficient matrices.
+    a = jnp.asarray(_hard_square(300, n, n), dtype)
+    u, s, vh = jax.jit(jacobi_svd)(a)
+    assert u.dtype == s.dtype == vh.dtype == dtype
+    a, u, s, vh = map(np.float64, (a, u, s, vh))
+    ref = np.linalg.svd(a, compute_uv=False)
+    scale = np.maximum(ref[..., :1], np.finfo(np.float64).tiny)
+    assert np.all(np.diff(s, axis=-1) <= 0)
+    assert np.max(np.abs(s - ref) / scale) < tol
+    residual = np.linalg.norm(a - (u * s[..., None, :]) @ vh, axis=(-2, -1)) / scale[..., 0]
+    assert np.max(residual) < tol
+    for q in (u, np.swapaxes(vh, -1, -2)):
+        assert np.max(np.abs(np.swapaxes(q, -1, -2) @ q - np.eye(n))) < tol
+
+
+def test_jacobi_svd_exact_cases_and_bad_input():
+    u, s, vh = jacobi_svd(jnp.diag(jnp.array([1.0, 3.0, 2.0])))  # no rotation, only a sort
+    np.testing.assert_array_equal(s, [3.0, 2.0, 1.0])
+    np.testing.assert_array_equal(u, np.eye(3)[:, [1, 2, 0]])
+    np.testing.assert_array_equal(vh, np.eye(3)[[1, 2, 0]])
+    assert bool(jnp.all(jnp.isnan(jacobi_svd(jnp.full((2, 2), jnp.nan))[1])))
+    assert jacobi_svd(jnp.zeros((4, 0, 0)))[1].shape == (4, 0)
+    with pytest.raises(ValueError, match=r"jacobi_svd: `a` must have shape .* with n ≤ 3"):
+        jacobi_svd(jnp.eye(4))
+    with pytest.raises(ValueError, match=r"jacobi_svd: `a` must have shape .*square"):
+        jacobi_svd(jnp.zeros((2, 3)))
