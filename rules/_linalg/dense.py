@@ -154,9 +154,9 @@ def solve(a: ArrayLike, b: ArrayLike) -> jax.Array:
         ``(..., n, k)``, or their batch shapes do not broadcast.
 
     Notes:
-      One factorisation, reused: the forward's LU factors (``lax.linalg.lu``) and ``X`` are the
-      residuals, the pushforward is one solve with them and the pullback one transposed solve
-      and one product; ``A⁻¹`` is never formed. For ``n ≤ 4`` (not half precision) the forward
+      One factorisation, reused: the forward's LU factors (``lax.linalg.lu`` of ``[A | B]``, which
+      leaves ``L⁻¹PB`` beside them) and ``X`` are the residuals, the pushforward is one solve with
+      them and the pullback one transposed solve and one product; ``A⁻¹`` is never formed. For ``n ≤ 4`` (not half precision) the forward
       is instead the closed-form inverse of ``rules/_linalg/small.py``, and that inverse is the
       factorisation the derivatives reuse: on CPU it is several times faster than a batched LU of
       tiny matrices, with an error of about ``κ(A)·eps``. A single matrix ``a`` (no batch axes)
@@ -337,12 +337,13 @@ def det(a: ArrayLike) -> jax.Array:
       For ``n ≤ 4`` ``det`` and ``C`` are polynomials of the entries (``rules/_linalg/small.py``),
       exact cofactors at every singular matrix; the residual is ``A`` and the derivatives
       evaluate ``C`` inside their own elementwise loop. For larger ``n`` the residual is ``C``,
-      the derivative itself (a tangent costs one elementwise product), from one LU factorisation,
-      ``adj(A) = ±adj(U) L⁻¹ P``, with ``adj(U)`` by a rank-one update of the triangular inverse
-      that stays exact when ``U`` has one zero pivot: at a singular ``a`` the gradient is the
-      (finite) cofactor matrix whenever the LU of ``a`` has at most one zero pivot, and zero when
-      it has more: exact at rank ``≤ n - 2``, and at rank ``n - 1`` except in the rare case where
-      partial pivoting meets two zero pivots (a zero leading column and a dependent later one).
+      the derivative itself (a tangent costs one elementwise product), from one LU factorisation
+      of ``[Aᵀ | I]``, ``C = adj(Aᵀ) = ±adj(U) L⁻¹ P``, with ``adj(U)`` by a rank-one update of the
+      triangular inverse that stays exact when ``U`` has one zero pivot: at a singular ``a`` the
+      gradient is the (finite) cofactor matrix whenever the LU of ``aᵀ`` has at most one zero
+      pivot, and zero when it has more: exact at rank ``≤ n - 2``, and at rank ``n - 1`` except in
+      the rare case where partial pivoting meets two zero pivots (a zero first row of ``a`` and a
+      dependent later one).
       JAX's gradient is zero wherever a zero pivot is not the last one.
 
     References:

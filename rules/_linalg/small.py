@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-
 from jax import lax
 
 from .._core.checks import HALF_DTYPES, INEXACT_DTYPES, REAL_DTYPES, check_matrix
@@ -166,7 +165,7 @@ def jacobi_eigh(a: jax.Array, lower: bool = True,
         A \leftarrow J^T A J, \quad V \leftarrow V J,
 
     (Golub & Van Loan, *Matrix Computations*, §8.5; ``t`` is the smaller root, so the rotation
-    angle is at most π/4). A fixed number of sweeps over the pairs ``(p, q)``, each on whole
+    angle is at most π/4; ``docs/derivations/decompositions.md#jacobi``). A fixed number of sweeps over the pairs ``(p, q)``, each on whole
     batch arrays, then a sorting network that orders the eigenvalues ascending as
     ``jnp.linalg.eigh`` does. Jacobi's method is backward stable, with eigenvalues at least as
     accurate as LAPACK's ``syevd`` and orthonormal eigenvectors to rounding.
@@ -273,7 +272,8 @@ def jacobi_svd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         t = \frac{\operatorname{sign}\zeta}{|\zeta| + \sqrt{\zeta^2 + 1}}, \quad
         c = \frac{1}{\sqrt{t^2 + 1}}, \quad s = t c,
 
-    without forming ``AᵀA`` (Demmel & Veselić, SIAM J. Matrix Anal. Appl. 13 (1992)). Then
+    without forming ``AᵀA`` (Demmel & Veselić, SIAM J. Matrix Anal. Appl. 13 (1992);
+    ``docs/derivations/decompositions.md#jacobi``). Then
     ``s_i = ‖a_i‖`` (sorted descending, as ``jnp.linalg.svd``), ``u_0 = a_0/s_0``, ``u_1`` the
     normalised part of ``a_1`` orthogonal to ``u_0``, and for ``n = 3`` ``u_2 = ±u_0 × u_1``: ``U`` is
     orthogonal to rounding even where singular values vanish (a rank-deficient ``A``). ``A`` is
