@@ -200,14 +200,20 @@ def _eigh_pushforward(res, a_dot, *, lower, symmetrize_input, degeneracy_tol):
 
 
 def _eigh_pullback(res, ct, *, lower, symmetrize_input, degeneracy_tol):
-    """``Ā = conj(V) (diag(λ̄) + F ∘ (Vᵀ V̄)) Vᵀ``."""
+    """``Ā = conj(V) (diag(λ̄) + F ∘ (Vᵀ V̄)) Vᵀ``, its Hermitian part if the input was symmetrised.
+
+    The Hermitian part of ``conj(V) K Vᵀ`` is ``conj(V) herm(K) Vᵀ``, and with ``F`` real and
+    antisymmetric ``herm(F ∘ G) = ½ F ∘ (G - Gᴴ)``: taken on the n × n inner matrix, inside the
+    elementwise pass that forms it, instead of one more pass over the result.
+    """
     del lower
     w, v = res
     w_bar, v_bar = ct
     f = _inverse_differences(w, _tolerance(w, degeneracy_tol), _FIRST)
-    inner = _add_to_diagonal(f * mm(v.mT, v_bar), w_bar.astype(v.dtype))
-    a_bar = mm(conj(v), mm(inner, v.mT))
-    return (_hermitian_part(a_bar) if symmetrize_input else a_bar,)
+    g = mm(v.mT, v_bar)
+    inner = _add_to_diagonal(0.5 * f * (g - mH(g)) if symmetrize_input else f * g,
+                             w_bar.astype(v.dtype))
+    return (mm(conj(v), mm(inner, v.mT)),)
 
 
 _eigh = Rule("eigh", _eigh_forward, _eigh_pushforward, _eigh_pullback)
