@@ -141,9 +141,9 @@ def tables(quick: bool) -> list[Table]:
         n = shape[-1]
         a = _rand(shape, 0) / math.sqrt(n) + _eye(shape)   # det near 1: no overflow at n = 256
         b = _rand((*shape[:-1], 4), 1)
-        route = _small_route(shape, other="LU of [Aᵀ | I]")
+        route = _small_route(shape, other="LU of [Aᵀ, I]")
         rows["solve"].append(_row(_label(shape) + " (b: k=4)",
-                                  _small_route(shape, other="LU of [A | B]"), _case(
+                                  _small_route(shape, other="LU of [A, B]"), _case(
             dense._solve, {}, rules.solve, jnp.linalg.solve, (a, b), (0, 1), None, repeats, rounds)))
         rows["det"].append(_row(_label(shape), route, _case(
             dense._det, {}, rules.det, jnp.linalg.det, (a,), (0,), None, repeats, rounds)))
