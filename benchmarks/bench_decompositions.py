@@ -16,7 +16,7 @@ import numpy as np
 import rules
 from rules._linalg import cholesky as cholesky_module
 from rules._linalg import dense, matfun, spectral
-from rules._linalg.small import MAX_CLOSED_FORM_N
+from rules._linalg.small import MAX_CLOSED_FORM_N, MAX_JACOBI_N
 
 from ._harness import Table, fmt_time, median_time
 
@@ -141,8 +141,9 @@ def tables(quick: bool) -> list[Table]:
         n = shape[-1]
         a = _rand(shape, 0) / math.sqrt(n) + _eye(shape)   # det near 1: no overflow at n = 256
         b = _rand((*shape[:-1], 4), 1)
-        route = _small_route(shape)
-        rows["solve"].append(_row(_label(shape) + " (b: k=4)", route, _case(
+        route = _small_route(shape, other="LU of [Aᵀ, I]")
+        rows["solve"].append(_row(_label(shape) + " (b: k=4)",
+                                  _small_route(shape, other="LU of [A, B]"), _case(
             dense._solve, {}, rules.solve, jnp.linalg.solve, (a, b), (0, 1), None, repeats, rounds)))
         rows["det"].append(_row(_label(shape), route, _case(
             dense._det, {}, rules.det, jnp.linalg.det, (a,), (0,), None, repeats, rounds)))
@@ -151,11 +152,13 @@ def tables(quick: bool) -> list[Table]:
             lambda a: tuple(jnp.linalg.slogdet(a)), (a,), (0,), None, repeats, rounds)))
     table("`rules.solve` (float32)", rows["solve"],
           ["Gradient of `Σ W ⊙ solve(A, B)` in A and B; jvp in both. JAX: `jnp.linalg.solve` "
-           "(LU + custom_linear_solve). Ours: the closed-form inverse for n ≤ 4, else LU factors "
+           "(LU + custom_linear_solve). Ours: the closed-form inverse for n ≤ 4, else the LU of "
+           "[A | B] (getrf leaves L⁻¹PB beside the factors: one triangular solve left), factors "
            "reused by both derivatives."])
     table("`rules.det` (float32)", rows["det"],
           ["JAX: closed form for n = 2, 3 differentiated by autodiff; LU + a second LU in its "
-           "cofactor JVP for n ≥ 4. Ours: the cofactor matrix is the residual."])
+           "cofactor JVP for n ≥ 4. Ours: the cofactor matrix is the residual, from the LU of "
+           "[Aᵀ | I] (getrf leaves L⁻¹P beside the factors: no permutation to undo)."])
     table("`rules.slogdet` (float32)", rows["slogdet"],
           ["Loss uses both outputs (the sign's cotangent is zero for real input)."])
 
@@ -167,7 +170,9 @@ def tables(quick: bool) -> list[Table]:
         a = g @ jnp.swapaxes(g, -1, -2) / n + _eye(shape)
         l = jnp.linalg.cholesky(a)
         b = _rand((*shape[:-1], 4), 3)
-        chol_rows.append(_row(_label(shape), "LAPACK potrf, two triangular solves", _case(
+        chol_route = "LAPACK potrf, two triangular solves" + (
+            ", blocked triangular products" if n >= cholesky_module._BLOCKED_N else "")
+        chol_rows.append(_row(_label(shape), chol_route, _case(
             cholesky_module._cholesky, {"symmetrize_input": True}, rules.cholesky,
             jnp.linalg.cholesky, (a,), (0,), None, repeats, rounds)))
         cho_rows.append(_row(_label(shape) + " (b: k=4)", "two triangular solves", _case(
@@ -184,18 +189,24 @@ def tables(quick: bool) -> list[Table]:
     for shape in sizes:
         a = _rand(shape, 4)
         h = (a + jnp.swapaxes(a, -1, -2)) / 2
-        eigh_rows.append(_row(_label(shape), "LAPACK syevd", _case(
+        jacobi = shape[-1] <= MAX_JACOBI_N
+        eigh_rows.append(_row(_label(shape), "Jacobi (small.py)" if jacobi else "LAPACK syevd",
+                              _case(
             spectral._eigh, {"lower": True, "symmetrize_input": True, "degeneracy_tol": None},
             lambda a: tuple(rules.eigh(a)), lambda a: tuple(jnp.linalg.eigh(a)), (h,), (0,),
             _eigh_invariant, repeats, rounds)))
-        svd_rows.append(_row(_label(shape), "LAPACK gesdd", _case(
+        svd_rows.append(_row(_label(shape), "one-sided Jacobi (small.py)" if jacobi else
+                             "LAPACK gesdd", _case(
             spectral._svd, {"full_matrices": False, "compute_uv": True, "degeneracy_tol": None},
             lambda a: tuple(rules.svd(a)), lambda a: tuple(jnp.linalg.svd(a, full_matrices=False)),
             (a,), (0,), _svd_invariant, repeats, rounds)))
     table("`rules.eigh` (float32)", eigh_rows,
-          ["Loss `Σ w ⊙ λ + Σ W ⊙ V cos(Λ) Vᵀ` (sign invariant). Both run the same LAPACK forward."])
+          ["Loss `Σ w ⊙ λ + Σ W ⊙ V cos(Λ) Vᵀ` (sign invariant). JAX: LAPACK syevd per matrix. "
+           "Ours: the same for n > 3; for real n ≤ 3 cyclic Jacobi on whole batch arrays."])
     table("`rules.svd` (thin, float32)", svd_rows,
-          ["Loss `Σ w ⊙ s + Σ W ⊙ U sin(S) Vᴴ` (sign invariant)."])
+          ["Loss `Σ w ⊙ s + Σ W ⊙ U sin(S) Vᴴ` (sign invariant). JAX: LAPACK gesdd per matrix. "
+           "Ours: the same for n > 3; for real square n ≤ 3 one-sided Jacobi on whole batch "
+           "arrays."])
 
     # expm
     expm_rows = []

@@ -228,8 +228,8 @@ def _coefficients(m):
 def _factor(q):
     if q.shape[-1] <= MAX_CLOSED_FORM_N:
         return closed_form_inv(q)
-    lu, _, perm = lax.linalg.lu(q)
-    return lu, perm
+    lu, pivots, _ = lax.linalg.lu(q)
+    return lu, pivots
 
 
 def _squarings(r0, s):

@@ -1,19 +1,29 @@
-"""Closed forms for tiny matrices (inverse, determinant, cofactors), elementwise over the batch.
+"""Closed forms and Jacobi methods for tiny matrices (inverse, determinant, eigh, SVD).
 
-XLA on CPU inverts a batch of tiny matrices with one LAPACK LU per slice, which is dominated by
-call overhead; the adjugate formula below is a single fused elementwise loop over the batch.
+XLA on CPU inverts a batch of tiny matrices with one LAPACK LU per slice (and diagonalises them
+with one ``syevd`` per slice), which is dominated by call overhead; the formulas below are fused
+elementwise loops over the batch.
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
-from .._core.checks import HALF_DTYPES, INEXACT_DTYPES, check_matrix
+from .._core.checks import HALF_DTYPES, INEXACT_DTYPES, REAL_DTYPES, check_matrix
 
-__all__ = ["MAX_CLOSED_FORM_N", "closed_form_cofactors", "closed_form_inv", "cofactor_entries"]
+__all__ = ["MAX_CLOSED_FORM_N", "MAX_JACOBI_N", "closed_form_cofactors", "closed_form_inv",
+           "cofactor_entries", "jacobi_eigh", "jacobi_svd"]
 
 # Beyond 4 the cofactor expansion costs more than LU and loses accuracy faster.
 MAX_CLOSED_FORM_N = 4
+
+# The Jacobi eigensolver and SVD below are validated (sweep count, accuracy) for n ≤ 3.
+MAX_JACOBI_N = 3
+
+# Cyclic Jacobi converges quadratically: on 3 × 3 matrices, 4 sweeps reach rounding level in
+# float32 and float64 (3 do not, in float64); one more is a margin that costs 25% of a fast loop.
+_JACOBI_SWEEPS = 5
 
 
 def closed_form_inv(a: jax.Array) -> jax.Array:
@@ -139,3 +149,242 @@ def _cofactor(entries, i, j):
         return jnp.ones_like(entries[0][0])
     minor = _det(_minor(entries, i, j))
     return minor if (i + j) % 2 == 0 else -minor
+
+
+def jacobi_eigh(a: jax.Array, lower: bool = True,
+                symmetrize_input: bool = True) -> tuple[jax.Array, jax.Array]:
+    r"""Eigendecomposition ``A = V diag(λ) Vᵀ`` of a batch of real symmetric ``n × n``, ``n ≤ 3``.
+
+    Cyclic Jacobi: each step zeroes the off-diagonal entry ``a_pq`` with the rotation
+    ``J(c, s)``,
+
+    .. math::
+        \theta = \frac{a_{qq} - a_{pp}}{2 a_{pq}}, \quad
+        t = \frac{\operatorname{sign}\theta}{|\theta| + \sqrt{\theta^2 + 1}}, \quad
+        c = \frac{1}{\sqrt{t^2 + 1}}, \quad s = t c, \quad
+        A \leftarrow J^T A J, \quad V \leftarrow V J,
+
+    (Golub & Van Loan, *Matrix Computations*, §8.5; ``t`` is the smaller root, so the rotation
+    angle is at most π/4; ``docs/derivations/decompositions.md#jacobi``). A fixed number of sweeps over the pairs ``(p, q)``, each on whole
+    batch arrays, then a sorting network that orders the eigenvalues ascending as
+    ``jnp.linalg.eigh`` does. Jacobi's method is backward stable, with eigenvalues at least as
+    accurate as LAPACK's ``syevd`` and orthonormal eigenvectors to rounding.
+
+    Args:
+      a: array of shape ``(..., n, n)``, ``n ≤ 3``, float32 or float64.
+      lower: the triangle read when ``symmetrize_input`` is false.
+      symmetrize_input: decompose ``(A + Aᵀ)/2`` instead of one triangle.
+
+    Returns:
+      ``(λ, V)``: eigenvalues ascending, shape ``(..., n)``; eigenvectors in the columns of ``V``,
+      shape and dtype of ``a``. An exactly diagonal (block) matrix is returned unrotated, so an
+      exactly degenerate spectrum stays exactly degenerate. Non-finite input gives NaN.
+
+    Raises:
+      TypeError: ``a`` is not a float32 or float64 array.
+      ValueError: ``a`` is not of shape ``(..., n, n)``, or ``n > 3``.
+
+    Notes:
+      Eigenvector signs may differ from LAPACK's (neither is specified). On CPU a batch of 4096
+      3 × 3 matrices takes about a tenth of the time of ``jnp.linalg.eigh``'s batched ``syevd``.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from rules._linalg.small import jacobi_eigh
+      >>> w, v = jacobi_eigh(jnp.array([[2.0, 1.0], [1.0, 2.0]], dtype=jnp.float32))
+      >>> w
+      Array([1., 3.], dtype=float32)
+    """
+    check_matrix("jacobi_eigh", "a", a, square=True, dtypes=REAL_DTYPES)
+    n = a.shape[-1]
+    if n > MAX_JACOBI_N:
+        raise ValueError(f"jacobi_eigh: `a` must have shape (..., n, n) with n ≤ {MAX_JACOBI_N}; "
+                         f"got {tuple(a.shape)}. Use rules.eigh.")
+    if n == 0:
+        return jnp.zeros(a.shape[:-1], a.dtype), a
+
+    def entry(i, j):
+        if symmetrize_input:
+            return a[..., i, j] if i == j else (a[..., i, j] + a[..., j, i]) / 2
+        return a[..., max(i, j), min(i, j)] if lower else a[..., min(i, j), max(i, j)]
+
+    # The upper triangle of the iterate (p < q) and V, as lists of batch arrays: every rotation is
+    # elementwise, and the loop over sweeps keeps each fused computation one sweep deep.
+    upper = {(i, j): entry(i, j) for i in range(n) for j in range(i, n)}
+    one, zero = jnp.ones_like(upper[0, 0]), jnp.zeros_like(upper[0, 0])
+    v = {(i, j): one if i == j else zero for i in range(n) for j in range(n)}
+    upper, v = lax.fori_loop(0, _JACOBI_SWEEPS, lambda _, state: _jacobi_sweep(n, *state),
+                             (upper, v))
+    w = [upper[i, i] for i in range(n)]
+    cols = [[v[r, i] for r in range(n)] for i in range(n)]
+    for i, j in [(0, 1), (1, 2), (0, 1)][:{1: 0, 2: 1, 3: 3}[n]]:  # sorting network
+        swap = w[i] > w[j]
+        w[i], w[j] = jnp.where(swap, w[j], w[i]), jnp.where(swap, w[i], w[j])
+        cols[i], cols[j] = ([jnp.where(swap, y, x) for x, y in zip(cols[i], cols[j])],
+                            [jnp.where(swap, x, y) for x, y in zip(cols[i], cols[j])])
+    vectors = jnp.stack([jnp.stack([cols[j][r] for j in range(n)], axis=-1) for r in range(n)],
+                        axis=-2)
+    return jnp.stack(w, axis=-1), vectors
+
+
+def _jacobi_sweep(n, upper, v):
+    """One cyclic sweep: a rotation for each pair ``p < q``, on the upper triangle and on ``V``."""
+    upper, v = dict(upper), dict(v)
+
+    def get(i, j):
+        return upper[min(i, j), max(i, j)]
+
+    def put(i, j, x):
+        upper[min(i, j), max(i, j)] = x
+
+    for p in range(n):
+        for q in range(p + 1, n):
+            apq = upper[p, q]
+            nonzero = apq != 0
+            theta = (upper[q, q] - upper[p, p]) / (2 * jnp.where(nonzero, apq, 1))
+            # |θ| beyond √max overflows θ² to inf and gives t = 0: a_pq is then below rounding
+            # of the diagonal gap, and leaving it is exact to working precision.
+            t = jnp.where(theta >= 0, 1, -1) / (jnp.abs(theta) + jnp.sqrt(theta * theta + 1))
+            t = jnp.where(nonzero, t, 0)
+            c = lax.rsqrt(t * t + 1)
+            s = t * c
+            for r in range(n):
+                if r not in (p, q):
+                    arp, arq = get(r, p), get(r, q)
+                    put(r, p, c * arp - s * arq)
+                    put(r, q, s * arp + c * arq)
+            upper[p, p], upper[q, q] = upper[p, p] - t * apq, upper[q, q] + t * apq
+            upper[p, q] = jnp.zeros_like(apq)
+            for r in range(n):
+                vrp, vrq = v[r, p], v[r, q]
+                v[r, p], v[r, q] = c * vrp - s * vrq, s * vrp + c * vrq
+    return upper, v
+
+
+def jacobi_svd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""Singular value decomposition ``A = U diag(s) Vᵀ`` of a batch of real ``n × n``, ``n ≤ 3``.
+
+    One-sided (Hestenes) Jacobi: rotations of column pairs ``(a_p, a_q)`` of ``A`` (and of ``V``)
+    until the columns are orthogonal, each the Jacobi rotation of ``AᵀA``'s entry ``(p, q)``,
+
+    .. math::
+        \zeta = \frac{\|a_q\|^2 - \|a_p\|^2}{2\, a_p^T a_q}, \quad
+        t = \frac{\operatorname{sign}\zeta}{|\zeta| + \sqrt{\zeta^2 + 1}}, \quad
+        c = \frac{1}{\sqrt{t^2 + 1}}, \quad s = t c,
+
+    without forming ``AᵀA`` (Demmel & Veselić, SIAM J. Matrix Anal. Appl. 13 (1992);
+    ``docs/derivations/decompositions.md#jacobi``). Then
+    ``s_i = ‖a_i‖`` (sorted descending, as ``jnp.linalg.svd``), ``u_0 = a_0/s_0``, ``u_1`` the
+    normalised part of ``a_1`` orthogonal to ``u_0``, and for ``n = 3`` ``u_2 = ±u_0 × u_1``: ``U`` is
+    orthogonal to rounding even where singular values vanish (a rank-deficient ``A``). ``A`` is
+    first scaled by a power of two (exact) so that no column norm overflows or underflows.
+
+    Args:
+      a: array of shape ``(..., n, n)``, ``n ≤ 3``, float32 or float64.
+
+    Returns:
+      ``(U, s, Vh)``: ``U`` and ``Vh = Vᵀ`` of the shape and dtype of ``a``, ``s`` of shape
+      ``(..., n)``. Non-finite input gives NaN.
+
+    Raises:
+      TypeError: ``a`` is not a float32 or float64 array.
+      ValueError: ``a`` is not of shape ``(..., n, n)``, or ``n > 3``.
+
+    Notes:
+      Signs of singular vector pairs may differ from LAPACK's (neither is specified). On CPU a
+      batch of 4096 3 × 3 matrices takes a fraction of the time of ``jnp.linalg.svd``'s batched
+      ``gesdd``.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from rules._linalg.small import jacobi_svd
+      >>> jacobi_svd(jnp.array([[0.0, 2.0], [1.0, 0.0]], dtype=jnp.float32))[1]
+      Array([2., 1.], dtype=float32)
+    """
+    check_matrix("jacobi_svd", "a", a, square=True, dtypes=REAL_DTYPES)
+    n = a.shape[-1]
+    if n > MAX_JACOBI_N:
+        raise ValueError(f"jacobi_svd: `a` must have shape (..., n, n) with n ≤ {MAX_JACOBI_N}; "
+                         f"got {tuple(a.shape)}. Use rules.svd.")
+    if n == 0:
+        return a, jnp.zeros(a.shape[:-1], a.dtype), a
+    biggest = jnp.max(jnp.abs(a), axis=(-2, -1))
+    exponent = jnp.frexp(jnp.where((biggest > 0) & jnp.isfinite(biggest), biggest, 1))[1]
+    scaled = jnp.ldexp(a, -exponent[..., None, None])
+    cols = {(r, c): scaled[..., r, c] for r in range(n) for c in range(n)}
+    one, zero = jnp.ones_like(cols[0, 0]), jnp.zeros_like(cols[0, 0])
+    v = {(r, c): one if r == c else zero for r in range(n) for c in range(n)}
+    cols, v = lax.fori_loop(0, _JACOBI_SWEEPS, lambda _, state: _one_sided_sweep(n, *state),
+                            (cols, v))
+    a_cols = [[cols[r, c] for r in range(n)] for c in range(n)]
+    v_cols = [[v[r, c] for r in range(n)] for c in range(n)]
+    s = [jnp.sqrt(sum(x * x for x in col)) for col in a_cols]
+    for i, j in [(0, 1), (1, 2), (0, 1)][:{1: 0, 2: 1, 3: 3}[n]]:  # sorting network, descending
+        swap = s[i] < s[j]
+        s[i], s[j] = jnp.where(swap, s[j], s[i]), jnp.where(swap, s[i], s[j])
+        for vecs in (a_cols, v_cols):
+            vecs[i], vecs[j] = ([jnp.where(swap, y, x) for x, y in zip(vecs[i], vecs[j])],
+                                [jnp.where(swap, x, y) for x, y in zip(vecs[i], vecs[j])])
+    u_cols = _orthonormal_left_vectors(a_cols, s)
+    u = jnp.stack([jnp.stack([u_cols[c][r] for c in range(n)], axis=-1) for r in range(n)], axis=-2)
+    vh = jnp.stack([jnp.stack(v_cols[r], axis=-1) for r in range(n)], axis=-2)
+    return u, jnp.ldexp(jnp.stack(s, axis=-1), exponent[..., None]), vh
+
+
+def _one_sided_sweep(n, cols, v):
+    """One cyclic sweep of column rotations, on the columns of ``A`` and of ``V``."""
+    cols, v = dict(cols), dict(v)
+    for p in range(n):
+        for q in range(p + 1, n):
+            alpha = sum(cols[r, p] * cols[r, p] for r in range(n))
+            beta = sum(cols[r, q] * cols[r, q] for r in range(n))
+            gamma = sum(cols[r, p] * cols[r, q] for r in range(n))
+            nonzero = gamma != 0
+            zeta = (beta - alpha) / (2 * jnp.where(nonzero, gamma, 1))
+            t = jnp.where(zeta >= 0, 1, -1) / (jnp.abs(zeta) + jnp.sqrt(zeta * zeta + 1))
+            t = jnp.where(nonzero, t, 0)
+            c = lax.rsqrt(t * t + 1)
+            s = t * c
+            for m in (cols, v):
+                for r in range(n):
+                    x_p, x_q = m[r, p], m[r, q]
+                    m[r, p], m[r, q] = c * x_p - s * x_q, s * x_p + c * x_q
+    return cols, v
+
+
+def _orthonormal_left_vectors(a_cols, s):
+    """``u_i = a_i / s_i`` made exactly orthonormal: Gram–Schmidt, then a cross product.
+
+    A zero column (a singular value that is exactly zero) gets a unit vector orthogonal to the
+    ones before it, and the last vector's sign is that of ``a_{n-1}``, so ``A v_i = s_i u_i``.
+    """
+    n = len(a_cols)
+
+    def normalise(x):
+        norm = jnp.sqrt(sum(y * y for y in x))
+        ok = norm > 0
+        return [y / jnp.where(ok, norm, 1) for y in x], ok
+
+    one, zero = jnp.ones_like(s[0]), jnp.zeros_like(s[0])
+    u0, ok0 = normalise(a_cols[0])
+    u0 = [jnp.where(ok0, y, one if r == 0 else zero) for r, y in enumerate(u0)]
+    if n == 1:
+        return [u0]
+    if n == 2:
+        perp = [-u0[1], u0[0]]
+        sign = jnp.where(perp[0] * a_cols[1][0] + perp[1] * a_cols[1][1] < 0, -1, 1)
+        return [u0, [sign * y for y in perp]]
+    d = sum(x * y for x, y in zip(u0, a_cols[1]))
+    u1, ok1 = normalise([y - d * x for x, y in zip(u0, a_cols[1])])
+    # Fallback for a zero remainder: u0 × e_r for the axis r least aligned with u0.
+    r_min = jnp.argmin(jnp.stack([jnp.abs(y) for y in u0], axis=-1), axis=-1)
+    e = [(r_min == r).astype(u0[0].dtype) for r in range(3)]
+    fallback, _ = normalise(_cross(u0, e))
+    u1 = [jnp.where(ok1, y, f) for y, f in zip(u1, fallback)]
+    u2 = _cross(u0, u1)
+    sign = jnp.where(sum(x * y for x, y in zip(u2, a_cols[2])) < 0, -1, 1)
+    return [u0, u1, [sign * y for y in u2]]
+
+
+def _cross(x, y):
+    return [x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0]]

@@ -28,6 +28,7 @@ from .._core.arrays import conj, eye_like, mH, mm
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
 from . import jax_ops
+from .small import MAX_JACOBI_N, jacobi_eigh, jacobi_svd
 
 __all__ = ["EighResult", "SVDResult", "default_degeneracy_tol", "eigh", "svd"]
 
@@ -61,9 +62,16 @@ def default_degeneracy_tol(values: jax.Array) -> jax.Array:
 
 
 def _tolerance(values, degeneracy_tol):
-    """The tolerance of each matrix of the batch, shape ``(..., 1)``."""
+    """The tolerance of each matrix of the batch, shape ``(..., 1)``, for sorted ``values``.
+
+    Eigenvalues come ascending and singular values descending, so ``max |λ|`` is at one end:
+    an elementwise maximum instead of a reduction over the spectrum (a separate kernel on CPU).
+    """
     if degeneracy_tol is None:
-        return default_degeneracy_tol(values)
+        if values.shape[-1] == 0:
+            return default_degeneracy_tol(values)
+        ends = jnp.maximum(jnp.abs(values[..., :1]), jnp.abs(values[..., -1:]))
+        return jnp.finfo(ends.dtype).eps ** 0.75 * ends
     return jnp.full((*values.shape[:-1], 1), degeneracy_tol, jnp.abs(values).dtype)
 
 
@@ -81,6 +89,8 @@ def _check_tol(fname: str, degeneracy_tol) -> float | None:
 
 def _reciprocal(x, degenerate, fill):
     """``1/x``, and ``fill`` where ``degenerate`` (with finite derivatives elsewhere)."""
+    if fill == 0:  # 1/∞ = 0, and d(1/x) = -ẋ/x² = 0 there: one select fewer per entry
+        return 1 / jnp.where(degenerate, jnp.inf, x)
     return jnp.where(degenerate, fill, 1 / jnp.where(degenerate, 1, x))
 
 
@@ -157,6 +167,9 @@ def eigh(a: ArrayLike, UPLO: Literal["L", "U"] | None = None, symmetrize_input: 
       exactly) degenerate pair below the tolerance is then treated as degenerate. The eigenvector
       tangent has ``Vᴴ V̇`` zero on the diagonal and inside degenerate blocks (the gauge of
       ``jax.jvp``). Residuals: ``λ`` and ``V``; pullback and pushforward are three products each.
+      For real ``n ≤ 3`` the decomposition is Jacobi's (``rules/_linalg/small.py``, as accurate
+      as LAPACK's ``syevd`` and several times faster on a batch); eigenvector signs may then
+      differ from ``jnp.linalg.eigh``'s.
 
     References:
       M. Giles (2008), §3.1; H.-J. Liao et al., "Differentiable programming tensor networks",
@@ -189,14 +202,20 @@ def _eigh_pushforward(res, a_dot, *, lower, symmetrize_input, degeneracy_tol):
 
 
 def _eigh_pullback(res, ct, *, lower, symmetrize_input, degeneracy_tol):
-    """``Ā = conj(V) (diag(λ̄) + F ∘ (Vᵀ V̄)) Vᵀ``."""
+    """``Ā = conj(V) (diag(λ̄) + F ∘ (Vᵀ V̄)) Vᵀ``, its Hermitian part if the input was symmetrised.
+
+    The Hermitian part of ``conj(V) K Vᵀ`` is ``conj(V) herm(K) Vᵀ``, and with ``F`` real and
+    antisymmetric ``herm(F ∘ G) = ½ F ∘ (G - Gᴴ)``: taken on the n × n inner matrix, inside the
+    elementwise pass that forms it, instead of one more pass over the result.
+    """
     del lower
     w, v = res
     w_bar, v_bar = ct
     f = _inverse_differences(w, _tolerance(w, degeneracy_tol), _FIRST)
-    inner = f * mm(v.mT, v_bar) + w_bar.astype(v.dtype)[..., None] * eye_like(v)
-    a_bar = mm(conj(v), mm(inner, v.mT))
-    return (_hermitian_part(a_bar) if symmetrize_input else a_bar,)
+    g = mm(v.mT, v_bar)
+    inner = _add_to_diagonal(0.5 * f * (g - mH(g)) if symmetrize_input else f * g,
+                             w_bar.astype(v.dtype))
+    return (mm(conj(v), mm(inner, v.mT)),)
 
 
 _eigh = Rule("eigh", _eigh_forward, _eigh_pushforward, _eigh_pullback)
@@ -214,6 +233,8 @@ def _eigh_tangent(res, a_dot, symmetrize_input, degeneracy_tol, fill):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
 def _eigh_decomposition(a, lower, symmetrize_input, degeneracy_tol):
+    if _jacobi_route(a):
+        return EighResult(*jacobi_eigh(a, lower, symmetrize_input))
     w, v = jax_ops.eigh(a, UPLO="L" if lower else "U", symmetrize_input=symmetrize_input)
     return EighResult(w, v)
 
@@ -232,6 +253,16 @@ def _inverse_differences(w, tol, fill):
 
 def _hermitian_part(x):
     return 0.5 * (x + mH(x))
+
+
+def _add_to_diagonal(x, d):
+    """``X + diag(d)`` by a scatter into the diagonal.
+
+    Not ``X + d[..., None] * I``: XLA fuses the computation of ``d`` (often the loss's own
+    cotangent, ``cos λ``, ...) into that n × n elementwise loop and evaluates it n times per entry.
+    """
+    i = jnp.arange(x.shape[-1])
+    return x.at[..., i, i].add(d)
 
 
 # ==============================================================================================
@@ -307,7 +338,9 @@ def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
       smallest motion that keeps ``U`` unitary, ``U̇₂ = -U₁ U̇₁ᴴ U₂`` (so ``U₂ᴴ U̇₂ = 0``), likewise
       for ``V``; losses that depend on ``U₂`` only through ``U₂ U₂ᴴ`` get exact gradients. (JAX
       does not differentiate ``full_matrices=True`` for non-square input.)
-      Residuals: ``U``, ``s``, ``Vh``.
+      Residuals: ``U``, ``s``, ``Vh``. For real square ``n ≤ 3`` the decomposition is one-sided
+      Jacobi (``rules/_linalg/small.py``, as accurate as LAPACK's ``gesdd`` and several times
+      faster on a batch); singular-vector signs may then differ from ``jnp.linalg.svd``'s.
 
     References:
       J. Townsend, "Differentiating the singular value decomposition" (2016).
@@ -332,8 +365,18 @@ def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
                 degeneracy_tol=_check_tol("svd", degeneracy_tol))
 
 
+def _jacobi_route(a) -> bool:
+    """Tiny real square matrices: Jacobi rotations on whole batch arrays (``small.py``), several
+    times faster on CPU than a LAPACK call (``syevd``, ``gesdd``) per matrix of the batch."""
+    n = a.shape[-1]
+    return a.shape[-2] == n <= MAX_JACOBI_N and a.dtype in (jnp.float32, jnp.float64)
+
+
 def _svd_primal(a, *, full_matrices, compute_uv, degeneracy_tol):
     del degeneracy_tol
+    if _jacobi_route(a):  # the same route as the decomposition the derivatives use
+        usv = SVDResult(*jacobi_svd(a))
+        return usv if compute_uv else usv.S
     out = jax_ops.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
     return SVDResult(*out) if compute_uv else out
 
@@ -384,6 +427,8 @@ def _svd_tangent(res, a_dot, full_matrices, degeneracy_tol, fill):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
 def _svd_decomposition(a, full_matrices, degeneracy_tol):
+    if _jacobi_route(a):
+        return SVDResult(*jacobi_svd(a))
     return SVDResult(*jax_ops.svd(a, full_matrices=full_matrices))
 
 
@@ -430,7 +475,7 @@ def svd_pullback(u, s, vh, u_bar, s_bar, v_bar, tol):
     diag = s_bar.astype(u.dtype)
     if jnp.iscomplexobj(gu):
         diag = diag + 1j * jnp.diagonal(gu, axis1=-2, axis2=-1).imag * s_inv
-    inner = inner + diag[..., None] * eye_like(inner)
+    inner = _add_to_diagonal(inner, diag)
     s_inv = s_inv.astype(u.dtype)
     if m > k:  # A̅ = (U (K - Γ_U S⁻¹) + Ū S⁻¹) Vᴴ
         left = mm(u1, inner - gu * s_inv[..., None, :]) + ub1 * s_inv[..., None, :]

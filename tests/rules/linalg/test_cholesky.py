@@ -50,6 +50,20 @@ def test_cholesky_matches_jax(symmetrize_input):
     assert rel_err(ours, ref) < 1e-12
 
 
+@pytest.mark.parametrize("n, dtype", [(257, jnp.float64), (130, jnp.complex128)])
+def test_cholesky_blocked_products_match_jax(n, dtype):
+    # n ≥ 128: the triangular products are split into blocks (257: twice, with odd halves).
+    a, da, l_bar = spd((n, n), 7, dtype), rand((n, n), 8, dtype), rand((n, n), 9, dtype)
+
+    @jax.jit
+    def derivatives(a, da, l_bar):
+        return [(jax.vjp(chol, a)[1](l_bar), jax.jvp(chol, (a,), (da,))[1])
+                for chol in (rules.cholesky, jnp.linalg.cholesky)]
+
+    ours, ref = derivatives(a, da, l_bar)
+    assert rel_err(ours, ref) < 1e-11
+
+
 def test_cholesky_reads_the_hermitian_part():
     a = spd((4, 4), 5, jnp.complex128)
     skew = rand((4, 4), 6, jnp.complex128)

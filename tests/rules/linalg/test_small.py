@@ -1,10 +1,10 @@
-"""Tests of rules/_small.py: the closed-form inverse of tiny matrices."""
+"""Tests of rules/_linalg/small.py: the closed-form inverse, Jacobi eigh and SVD of tiny matrices."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rules._linalg.small import closed_form_inv
+from rules._linalg.small import closed_form_inv, jacobi_eigh, jacobi_svd
 
 _inv = jax.jit(closed_form_inv)
 
@@ -79,3 +79,100 @@ def test_bad_input():
         closed_form_inv(jnp.eye(2, dtype=jnp.int32))
     with pytest.raises(TypeError, match="closed_form_inv: `a` must be a JAX or NumPy array; got list"):
         closed_form_inv([[1.0]])
+
+
+def _hard_symmetric(count, n, seed):
+    """Random symmetric matrices, and ones with nearly equal, equal and widely scaled eigenvalues."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((count, n, n))
+    q = np.linalg.qr(rng.standard_normal((4 * count, n, n)))[0]
+    lam = rng.standard_normal((4 * count, n))
+    lam[:count, -1] = lam[:count, 0] * (1 + 1e-7 * rng.standard_normal(count))  # near-degenerate
+    lam[count:2 * count] = 1.0                                                  # a multiple of I
+    lam[2 * count:3 * count] *= 10.0 ** rng.integers(-6, 7, (count, n))           # graded
+    lam[3 * count:] *= 10.0 ** rng.integers(-20, 21, (count, 1))                  # scaled
+    return np.concatenate([(x + np.swapaxes(x, -1, -2)) / 2,
+                           (q * lam[:, None, :]) @ np.swapaxes(q, -1, -2)])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("dtype, tol", [(jnp.float32, 2e-6), (jnp.float64, 5e-15)])
+def test_jacobi_eigh_accuracy(n, dtype, tol):
+    # As accurate as LAPACK's syevd: eigenvalues, residual and orthogonality to rounding.
+    h = _hard_symmetric(500, n, n)
+    w, v = jax.jit(jacobi_eigh)(jnp.asarray(h, dtype))
+    assert w.dtype == v.dtype == dtype
+    w, v = np.float64(w), np.float64(v)
+    ref = np.linalg.eigvalsh(np.float64(np.asarray(h, dtype)))
+    scale = np.max(np.abs(ref), axis=-1, keepdims=True)
+    assert np.all(np.diff(w, axis=-1) >= 0)
+    assert np.max(np.abs(w - ref) / scale) < tol
+    residual = np.float64(np.asarray(h, dtype)) @ v - v * w[..., None, :]
+    assert np.max(np.linalg.norm(residual, axis=-2) / scale) < tol
+    assert np.max(np.abs(np.swapaxes(v, -1, -2) @ v - np.eye(n))) < tol
+
+
+def test_jacobi_eigh_triangles_and_exact_degeneracy():
+    a = jnp.array([[2.0, 9.0, 9.0], [1.0, 2.0, 9.0], [0.0, 0.0, 5.0]])  # lower triangle: λ = 1, 3, 5
+    for args, w_ref in [((True, False), [1.0, 3.0, 5.0]), ((False, False), np.linalg.eigvalsh(
+            np.triu(a) + np.triu(a, 1).T)), ((True, True), np.linalg.eigvalsh((a + a.T) / 2))]:
+        np.testing.assert_allclose(jacobi_eigh(a, *args)[0], w_ref, rtol=1e-14)
+    w, v = jacobi_eigh(jnp.diag(jnp.array([2.0, 1.0, 2.0])))  # diagonal: no rotation at all
+    np.testing.assert_array_equal(w, [1.0, 2.0, 2.0])
+    np.testing.assert_array_equal(jnp.abs(v), jnp.eye(3)[:, [1, 0, 2]])
+    assert bool(jnp.all(jnp.isnan(jacobi_eigh(jnp.full((2, 2), jnp.nan))[0])))
+    assert jacobi_eigh(jnp.zeros((4, 0, 0)))[0].shape == (4, 0)
+
+
+def test_jacobi_eigh_bad_input():
+    with pytest.raises(ValueError, match=r"jacobi_eigh: `a` must have shape \(\.\.\., n, n\) "
+                                         r"with n ≤ 3; got \(4, 4\)"):
+        jacobi_eigh(jnp.eye(4))
+    with pytest.raises(TypeError, match="jacobi_eigh: `a` must have dtype .* got complex128"):
+        jacobi_eigh(jnp.eye(2, dtype=jnp.complex128))
+
+
+def _hard_square(count, n, seed):
+    """Random matrices, and ones of rank n - 1 and 1, orthogonal, graded and widely scaled."""
+    rng = np.random.default_rng(seed)
+    q1 = np.linalg.qr(rng.standard_normal((5 * count, n, n)))[0]
+    q2 = np.linalg.qr(rng.standard_normal((5 * count, n, n)))[0]
+    s = np.abs(rng.standard_normal((5 * count, n)))
+    s[:count, -1] = 0
+    s[count:2 * count, 1:] = 0
+    s[2 * count:3 * count] = 1.0
+    s[3 * count:4 * count] *= 10.0 ** rng.integers(-6, 7, (count, n))
+    s[4 * count:] *= 10.0 ** rng.integers(-30, 31, (count, 1))
+    return np.concatenate([rng.standard_normal((count, n, n)), (q1 * s[:, None, :]) @ q2,
+                           np.zeros((1, n, n))])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("dtype, tol", [(jnp.float32, 3e-6), (jnp.float64, 1e-14)])
+def test_jacobi_svd_accuracy(n, dtype, tol):
+    # As accurate as LAPACK's gesdd, and U, V orthogonal even at rank-deficient matrices.
+    a = jnp.asarray(_hard_square(300, n, n), dtype)
+    u, s, vh = jax.jit(jacobi_svd)(a)
+    assert u.dtype == s.dtype == vh.dtype == dtype
+    a, u, s, vh = map(np.float64, (a, u, s, vh))
+    ref = np.linalg.svd(a, compute_uv=False)
+    scale = np.maximum(ref[..., :1], np.finfo(np.float64).tiny)
+    assert np.all(np.diff(s, axis=-1) <= 0)
+    assert np.max(np.abs(s - ref) / scale) < tol
+    residual = np.linalg.norm(a - (u * s[..., None, :]) @ vh, axis=(-2, -1)) / scale[..., 0]
+    assert np.max(residual) < tol
+    for q in (u, np.swapaxes(vh, -1, -2)):
+        assert np.max(np.abs(np.swapaxes(q, -1, -2) @ q - np.eye(n))) < tol
+
+
+def test_jacobi_svd_exact_cases_and_bad_input():
+    u, s, vh = jacobi_svd(jnp.diag(jnp.array([1.0, 3.0, 2.0])))  # no rotation, only a sort
+    np.testing.assert_array_equal(s, [3.0, 2.0, 1.0])
+    np.testing.assert_array_equal(u, np.eye(3)[:, [1, 2, 0]])
+    np.testing.assert_array_equal(vh, np.eye(3)[[1, 2, 0]])
+    assert bool(jnp.all(jnp.isnan(jacobi_svd(jnp.full((2, 2), jnp.nan))[1])))
+    assert jacobi_svd(jnp.zeros((4, 0, 0)))[1].shape == (4, 0)
+    with pytest.raises(ValueError, match=r"jacobi_svd: `a` must have shape .* with n ≤ 3"):
+        jacobi_svd(jnp.eye(4))
+    with pytest.raises(ValueError, match=r"jacobi_svd: `a` must have shape .*square"):
+        jacobi_svd(jnp.zeros((2, 3)))
