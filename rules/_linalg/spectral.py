@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from .._core.arrays import conj, eye_like, mH, mm
+from .._core.arrays import conj, eye_like, laid_out, mH, mm
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
 from . import jax_ops
@@ -212,10 +212,11 @@ def _eigh_pullback(res, ct, *, lower, symmetrize_input, degeneracy_tol):
     w, v = res
     w_bar, v_bar = ct
     f = _inverse_differences(w, _tolerance(w, degeneracy_tol), _FIRST)
-    g = mm(v.mT, v_bar)
+    v_t = laid_out(v.mT)
+    g = mm(v_t, v_bar)
     inner = _add_to_diagonal(0.5 * f * (g - mH(g)) if symmetrize_input else f * g,
                              w_bar.astype(v.dtype))
-    return (mm(conj(v), mm(inner, v.mT)),)
+    return (mm(conj(v), mm(inner, v_t)),)
 
 
 _eigh = Rule("eigh", _eigh_forward, _eigh_pushforward, _eigh_pullback)
