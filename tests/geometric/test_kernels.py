@@ -90,6 +90,32 @@ def test_qr_factor_of_a_retraction_step_in_float32():
         np.testing.assert_allclose(got, householder_q(z), atol=1e-7)
 
 
+@pytest.mark.parametrize("k", [1, 2, 5, 16])
+def test_well_conditioned_lower_inverse(k):
+    """The product form of L⁻¹ (qr_factor's one pass for k ≤ 16) is the triangular solve's, for
+    the Cholesky factor of a Gram matrix with κ = 3, the most the one-pass test lets through."""
+    l = np.linalg.cholesky(np.asarray(symmetric_with_spectrum(np.linspace(1, 3, k), k)))
+    want = sla.solve_triangular(l, np.eye(k), lower=True)
+    np.testing.assert_allclose(kernels._well_conditioned_lower_inverse(jnp.asarray(l)), want,
+                               atol=1e-14)
+
+
+def test_qr_factor_of_stacked_heads_in_float32():
+    """64 × St(64, 16), Y + V with ‖V‖₂ = 1e-3 and 0.3 (the one-pass branch, L⁻¹ by products):
+    as orthonormal as float32 Householder QR and the Q of a float64 QR to 1e-7."""
+    rng = np.random.default_rng(8)
+    y = np.linalg.qr(rng.standard_normal((64, 64, 16)))[0]
+    v = rng.standard_normal(y.shape)
+    v -= y @ (y.mT @ v + v.mT @ y) / 2
+    v /= np.linalg.norm(v, 2, axis=(-2, -1), keepdims=True)
+    for scale in (1e-3, 0.3):
+        z = jnp.asarray(y + scale * v, jnp.float32)
+        assert bool(kernels._well_conditioned(kernels._gram(z)))
+        got = jax.jit(kernels.qr_factor)(z)
+        assert orthonormality(got).max() <= orthonormality(kernels._householder_qr_factor(z)).max()
+        np.testing.assert_allclose(got, householder_q(y + scale * v), atol=1e-7)
+
+
 def test_qr_factor_falls_back_to_householder():
     """A rank-deficient input (a repeated column): the Cholesky passes break down and the result
     and its derivative are Householder QR's, with no nan from the discarded passes."""
