@@ -454,8 +454,9 @@ def _cayley_blocks(t: jax.Array, gram: jax.Array, s: jax.Array, c1: jax.Array, c
     return r1, k[..., p:] - mm(k[..., :p], r1)
 
 
-# (I - Z)⁻¹C = Σ_k Z^k C = Π_{j<m} (I + Z^{2^j}) C up to the terms k ≥ 2^m, whose sum is at most
-# θ^{2^m}/(1 - θ) for θ = ‖Z‖₁ ≤ 1/2: m = 5 factors reach float32's unit roundoff, 6 float64's.
+# (I - Z)⁻¹C = Σ_k Z^k C = Π_{j<m} (I + Z^{2^j}) C up to the terms k ≥ 2^m, Z^{2^m}(I - Z)⁻¹C,
+# of norm at most ‖Z^{2^m}‖₁/(1 - θ) for θ = ‖Z‖₁ ≤ 1/2: with ‖Z^{2^m}‖₁ ≤ θ^{2^m}, m = 5 factors
+# reach float32's unit roundoff, 6 float64's.
 _NEUMANN_THETA = 0.5
 _NEUMANN_FACTORS = {jnp.dtype(jnp.float32): 5, jnp.dtype(jnp.float64): 6}
 
@@ -464,30 +465,36 @@ def _neumann_solve(z: jax.Array, c: jax.Array) -> jax.Array:
     """``(I - Z)⁻¹C`` of ``(..., m, m)`` and ``(..., m, k)`` matrices.
 
     For ``‖Z‖₁ ≤ 1/2`` (the Cayley transform of a step of moderate size) by the Neumann series
-    in product form, as many factors as the largest ``‖Z‖₁`` of the batch needs to reach the
-    unit roundoff (skipped factors cost nothing: ``lax.cond``); otherwise by LU. LAPACK's LU
+    in product form, with as many factors as the batch needs to reach the unit roundoff: the
+    factor of ``Z^{2^j}`` is taken while ``‖Z^{2^{j-1}}‖₁²``, from the power last formed (often
+    far below ``θ^{2^j}``: the series of a Cayley transform), exceeds ``(1 - θ)u``; skipped
+    factors cost nothing (``lax.cond``). Otherwise by LU. LAPACK's LU
     costs a call per matrix and an m-step loop over its pivots, which on a batch of small
     matrices (stacked attention heads, 64 × 32×32) is most of a ``manifold_adam`` step; the
     series is batched matrix products only. Under ``jax.vmap`` the tests are batched and both
     branches run — pass stacked matrices as leading axes instead.
     """
     u = float(np.finfo(z.dtype).eps) / 2
-    theta = lax.stop_gradient(jnp.max(jnp.sum(jnp.abs(z), axis=-2)))
-    # The least m with θ^(2^m) ≤ (1 - θ)u; θ = 0 gives 0 terms, so one factor (m ≥ 1 always).
-    terms = jnp.log((1 - theta) * u) / jnp.log(theta)
-    factors = jnp.ceil(jnp.log2(jnp.maximum(terms, 1)))
+
+    def norm(a: jax.Array) -> jax.Array:
+        return lax.stop_gradient(jnp.max(jnp.sum(jnp.abs(a), axis=-2)))
+
+    theta = norm(z)
+    tol = (1 - theta) * u
 
     def series(z: jax.Array, c: jax.Array) -> jax.Array:
         r = c + mm(z, c)
 
-        def square(zr: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            z, r = zr
+        def square(zr: tuple[jax.Array, jax.Array, jax.Array]
+                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
+            z, r, _ = zr
             z = mm(z, z)
-            return z, r + mm(z, r)
+            return z, r + mm(z, r), norm(z)
 
-        for j in range(1, _NEUMANN_FACTORS[jnp.dtype(z.dtype)]):
-            z, r = lax.cond(j < factors, square, lambda zr: zr, (z, r))
-        return r
+        state = (z, r, theta)
+        for _ in range(1, _NEUMANN_FACTORS[jnp.dtype(z.dtype)]):
+            state = lax.cond(state[2] ** 2 > tol, square, lambda zr: zr, state)
+        return state[1]
 
     return lax.cond(theta <= _NEUMANN_THETA, series,
                     lambda z, c: jnp.linalg.solve(eye_like(z) - z, c), z, c)
