@@ -66,22 +66,29 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
 
     Every N×p matrix of the step is a combination ``F + Y C`` of an N×p matrix ``F`` already at
     hand and a p×p coefficient ``C``, so its product with ``Yᵀ`` is ``YᵀF + (YᵀY) C``: p×p
-    algebra on products already formed. The step takes ``Yᵀ`` of ``Y``, ``Δ`` and ``M`` once, and
-    ``Pᵀ`` of ``P`` and ``M``, where a direct transcription of the formulas (and of
-    :func:`~geometric._core.kernels.rotate`) takes ten products with ``Y``.
+    algebra on products already formed. The Riemannian gradient is ``Δ = G + Y C_G`` on the frame
+    manifolds (``_frame_rgrad``), so the step takes ``Yᵀ`` of ``Y``, ``G`` and ``M`` once and
+    ``Pᵀ`` of ``P`` and ``F_M``, and the ``Y C`` parts of the new moment are added only inside
+    the products with ``Y`` that the step and the rotation make anyway: nine products with an
+    N×p matrix (``YᵀY``, ``YᵀG``, ``YᵀM``, ``B``, ``P``, ``PᵀP``, ``PᵀF_M`` and the rotation's
+    ``[P, Y]`` times 2p columns, the last two of width 2p), and one more for ``W`` where it is
+    used.
     """
-    y, delta, mu = m.to_frame(x), m.to_frame(m.egrad_to_rgrad(x, g)), m.to_frame(mu)
+    y, g, mu = m.to_frame(x), m.to_frame(g), m.to_frame(mu)
     n, p = y.shape[-2:]
-    gram, yt_delta, yt_mu = mm_h(y, y), mm_h(y, delta), mm_h(y, mu)  # one copy of Yᵀ (XLA's CSE)
+    gram, yt_mu = mm_h(y, y), mm_h(y, mu)  # one copy of Yᵀ with YᵀG (XLA's CSE)
+    f, yt_f, c_g = m._frame_rgrad(y, g, mm_h(y, g))  # Δ = F + Y C_g
+    yt_delta = yt_f + mm(gram, c_g)
     # The blocks of g^hor that exist: a horizontal space (Grassmann) has no A, O(n) has no B.
     # Their rounding noise would otherwise be amplified by Adam's normalisation into a real step.
     a = jnp.zeros_like(yt_delta) if m.horizontal else skew(yt_delta)
-    y_a_t = mm(y, jnp.concatenate([a, yt_delta], axis=-1))  # Y [A, YᵀΔ]
     if n == p:
-        b, yt_b = jnp.zeros_like(delta), jnp.zeros_like(yt_delta)
+        b, yt_b = jnp.zeros_like(f), jnp.zeros_like(yt_delta)
     else:
-        b, yt_b = delta - y_a_t[..., p:], yt_delta - mm(gram, yt_delta)  # (I - YYᵀ)Δ, Yᵀ of it
-    mu = b1 * mu + (1 - b1) * (y_a_t[..., :p] + b)
+        c_b = c_g - yt_delta  # (I - YYᵀ)Δ = F + Y (C_g - YᵀΔ)
+        b, yt_b = f + mm(y, c_b), yt_f + mm(gram, c_b)
+    # M ← β₁M + (1 - β₁)(Y A + B) = F_M + Y C_M: Y C_M is folded into the products with Y below.
+    f_mu, c_mu = b1 * mu + (1 - b1) * b, (1 - b1) * a
     yt_mu = b1 * yt_mu + (1 - b1) * (mm(gram, a) + yt_b)
     nu_a = b2 * nu_a + (1 - b2) * a * a
     nu_b = b2 * nu_b + (1 - b2) * jnp.sum(b * b, axis=-2) / max(n - p, 1)
@@ -95,13 +102,17 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
         d = jnp.zeros_like(d)
     w_coef = -learning_rate * (w_a - yt_mu * d)
     yt_w = -learning_rate * (yt_mu * d) + mm(gram, w_coef)
-    w = -learning_rate * (mu * d) + mm(y, w_coef)
+    # M D = F_M D + Y (C_M D): W and P are -η F_M D plus Y times a coefficient.
+    f_w, c_mu_d = -learning_rate * (f_mu * d), -learning_rate * (c_mu * d)
+    w = f_w + mm(y, w_coef + c_mu_d)
     # P = (I - ½YYᵀ)W of Ω(Y, W) = PYᵀ - YPᵀ (kernels.rotate), in the same form.
     p_coef = w_coef - 0.5 * yt_w
-    p_ = -learning_rate * (mu * d) + mm(y, p_coef)
+    p_ = f_w + mm(y, p_coef + c_mu_d)
     yt_p = yt_w - 0.5 * mm(gram, yt_w)
-    rotated = rotate_by_products(y, p_, [y, mu], yt_p, gram, mm_h(p_, p_),
-                                 [gram, yt_mu], [yt_p.mT, mm_h(p_, mu)], retraction)
+    pt_mu = mm_h(p_, f_mu) + mm(yt_p.mT, c_mu)
+    rotated = rotate_by_products(y, p_, [y, f_mu], yt_p, gram, mm_h(p_, p_), [gram, yt_mu],
+                                 [yt_p.mT, pt_mu], retraction,
+                                 y_coefficient=[jnp.zeros_like(gram), c_mu])
     return (m.from_frame(w), m.from_frame(rotated[0]), m.from_frame(rotated[1]), nu_a, nu_b)
 
 

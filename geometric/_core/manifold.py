@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import DTypeLike
 
-from rules.internal import REAL_DTYPES, check_array
+from rules.internal import REAL_DTYPES, check_array, mm_h
 
 from .checks import check_real_dtype
 from .kernels import frobenius_inner, safe_sqrt
@@ -51,7 +51,9 @@ class AbstractManifold(abc.ABC):
       followed by ``_transport`` (override it to share work between the two).
     * Optional, declared in :attr:`capabilities`: ``"exp"`` (``_exp``), ``"log"`` (``_log``),
       ``"dist"`` (``_dist``; by default the norm of ``_log``) and ``"frame"`` (``_to_frame``,
-      ``_from_frame``: points are orthonormal frames, see :meth:`to_frame`). A declared capability
+      ``_from_frame``: points are orthonormal frames, see :meth:`to_frame`; ``_frame_rgrad``
+      gives ``manifold_adam`` the Riemannian gradient as ``G + Y C``, by default it forms it).
+      A declared capability
       without its hook, or a hook without its declaration, is a ``TypeError`` when the class is
       defined; calling a method the manifold does not declare raises ``NotImplementedError``.
 
@@ -386,6 +388,17 @@ class AbstractManifold(abc.ABC):
 
     def _from_frame(self, y: jax.Array) -> jax.Array:
         return y
+
+    def _frame_rgrad(self, y: jax.Array, g: jax.Array, yt_g: jax.Array
+                     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(F, YᵀF, C)`` with the Riemannian gradient ``F + Y C``, in :meth:`to_frame` layout.
+
+        ``Y`` and ``G`` are frames, ``yt_g = YᵀG``. Frame manifolds whose gradient is ``G`` plus
+        a combination of ``Y``'s columns return ``(G, YᵀG, C)``, so ``manifold_adam`` never forms
+        the gradient as an N×p matrix; this default forms it (two more products).
+        """
+        f = self._to_frame(self._egrad_to_rgrad(self._from_frame(y), self._from_frame(g)))
+        return f, mm_h(y, f), jnp.zeros_like(yt_g)
 
     # ------------------------------------------------------------------------------------------
     # Machinery of the public methods

@@ -100,6 +100,10 @@ class Grassmann(AbstractFrameManifold):
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return qr_factor(x + v)
 
+    def _frame_rgrad(self, y: jax.Array, g: jax.Array, yt_g: jax.Array
+                     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return g, yt_g, -yt_g
+
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
         # For horizontal Δ, (I - ½YYᵀ)Δ = Δ: Ω(Y, Δ) is ΔYᵀ - YΔᵀ.
         return rotate(x, v, "exp")

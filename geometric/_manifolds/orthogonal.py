@@ -76,6 +76,10 @@ class Orthogonal(AbstractFrameManifold):
         # V - X sym(XᵀV) as on St(n, n); for square X it equals X skew(XᵀV).
         return v - mm(x, sym(mm_h(x, v)))
 
+    def _frame_rgrad(self, y: jax.Array, g: jax.Array, yt_g: jax.Array
+                     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return g, yt_g, -sym(yt_g)
+
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return qr_factor(x + v)
 

@@ -102,6 +102,10 @@ class Sphere(AbstractManifold):
     def _from_frame(self, y: jax.Array) -> jax.Array:
         return y[..., 0]
 
+    def _frame_rgrad(self, y: jax.Array, g: jax.Array, yt_g: jax.Array
+                     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return g, yt_g, -yt_g
+
 
 def _dot(u: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.sum(u * v, axis=-1)

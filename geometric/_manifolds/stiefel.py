@@ -145,6 +145,10 @@ class Stiefel(AbstractFrameManifold):
             return g - mm(x, mm_h(g, x))
         return self._project(x, g)
 
+    def _frame_rgrad(self, y: jax.Array, g: jax.Array, yt_g: jax.Array
+                     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return g, yt_g, -(yt_g.mT if self.metric == "canonical" else sym(yt_g))
+
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "canonical":
             # tr(uᵀ(I - ½xxᵀ)v) = tr(uᵀv) - ½ tr((xᵀu)ᵀ(xᵀv)): no n×n matrix.

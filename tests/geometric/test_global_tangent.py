@@ -1,8 +1,8 @@
 """Tests of geometric/_global_tangent.py and the rotation kernels it uses.
 
 ``manifold_adam`` against a dense reference of Brantner's algorithm is in test_optim.py; here:
-the Neumann solve of the Cayley transform, and the blocks of the global tangent space that a
-manifold does not have.
+the Neumann solve of the Cayley transform, the frame manifolds' gradient ``F + Y C``, and the
+blocks of the global tangent space that a manifold does not have.
 """
 import jax
 import jax.numpy as jnp
@@ -25,6 +25,49 @@ def test_neumann_solve(size, dtype):
     got = jax.jit(kernels._neumann_solve)(z, c)
     assert got.dtype == dtype
     assert rel_err(got, want) < 50 * float(jnp.finfo(dtype).eps)
+
+
+class _FrameSphere(geometric.Sphere):
+    """A frame manifold without its own ``_frame_rgrad``: the default, which forms the gradient."""
+
+    _frame_rgrad = geometric.AbstractManifold._frame_rgrad
+
+
+@pytest.mark.parametrize("m", [
+    geometric.Stiefel(7, 3), geometric.Stiefel(7, 3, metric="canonical"),
+    geometric.Stiefel(7, 3, rows=True), geometric.Grassmann(7, 3), geometric.Orthogonal(4),
+    geometric.Sphere(5), _FrameSphere(5)], ids=repr)
+def test_frame_rgrad(m):
+    """``(F, YᵀF, C)`` of ``_frame_rgrad``: ``F + Y C`` is ``egrad_to_rgrad`` in frame layout."""
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    x = jax.vmap(lambda k: m.random_point(k, jnp.float64))(keys)
+    g = rand(x.shape, 1, jnp.float64)
+    y, gf = m.to_frame(x), m.to_frame(g)
+    f, yt_f, c = m._frame_rgrad(y, gf, y.mT @ gf)
+    assert rel_err(yt_f, y.mT @ f) < 1e-14
+    assert rel_err(f + y @ c, m.to_frame(m.egrad_to_rgrad(x, g))) < 1e-14
+
+
+def test_default_frame_rgrad_steps_alike():
+    x = geometric.Sphere(5).random_point(jax.random.PRNGKey(0), jnp.float64)
+    assert rel_err(_run(_FrameSphere(5), x, jnp.float64), _run(geometric.Sphere(5), x,
+                                                              jnp.float64)) < 1e-13
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+@pytest.mark.parametrize("size", [0.0, 0.05, 1.0, 4.0])  # ≥ 1.0: a p×p solve falls back to LU
+def test_cayley_blocks(size, dtype):
+    """The 2p×2p solve of the Cayley transform by p×p blocks, for a step ``P`` of any size."""
+    y = jnp.linalg.qr(rand((2, 9, 4), 0, jnp.float64))[0]
+    w = size * rand((2, 9, 4), 1, jnp.float64)
+    p_ = w - 0.5 * y @ (y.mT @ w)
+    t, gram, s = y.mT @ p_, y.mT @ y, p_.mT @ p_
+    c1, c2 = rand((2, 4, 3), 2, jnp.float64), rand((2, 4, 3), 3, jnp.float64)
+    x = jnp.block([[t, gram], [-s, -t.mT]])
+    want = np.linalg.solve(np.eye(8) - 0.5 * np.asarray(x), np.concatenate([c1, c2], axis=-2))
+    got = jax.jit(kernels._cayley_blocks)(*(a.astype(dtype) for a in (t, gram, s, c1, c2)))
+    assert all(g.dtype == dtype for g in got)
+    assert rel_err(jnp.concatenate(got, axis=-2), want) < 100 * float(jnp.finfo(dtype).eps)
 
 
 def _run(m, x, dtype, steps=30):
