@@ -67,7 +67,7 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
     Every N×p matrix of the step is a combination ``F + Y C`` of an N×p matrix ``F`` already at
     hand and a p×p coefficient ``C``, so its product with ``Yᵀ`` is ``YᵀF + (YᵀY) C``: p×p
     algebra on products already formed. The Riemannian gradient is ``Δ = G + Y C_G`` on the frame
-    manifolds (``_frame_rgrad``), so the step takes ``Yᵀ`` of ``Y``, ``G`` and ``M`` once and
+    manifolds (``frame_rgrad``), so the step takes ``Yᵀ`` of ``Y``, ``G`` and ``M`` once and
     ``Pᵀ`` of ``P`` and ``F_M``, and the ``Y C`` parts of the new moment are added only inside
     the products with ``Y`` that the step and the rotation make anyway: nine products with an
     N×p matrix (``YᵀY``, ``YᵀG``, ``YᵀM``, ``B``, ``P``, ``PᵀP``, ``PᵀF_M`` and the rotation's
@@ -77,7 +77,7 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
     y, g, mu = m.to_frame(x), m.to_frame(g), m.to_frame(mu)
     n, p = y.shape[-2:]
     gram, yt_mu = mm_h(y, y), mm_h(y, mu)  # one copy of Yᵀ with YᵀG (XLA's CSE)
-    f, yt_f, c_g = m._frame_rgrad(y, g, mm_h(y, g))  # Δ = F + Y C_g
+    f, yt_f, c_g = m.frame_rgrad(y, g, mm_h(y, g))  # Δ = F + Y C_g
     yt_delta = yt_f + mm(gram, c_g)
     # The blocks of g^hor that exist: a horizontal space (Grassmann) has no A, O(n) has no B.
     # Their rounding noise would otherwise be amplified by Adam's normalisation into a real step.

@@ -322,6 +322,21 @@ class AbstractManifold(abc.ABC):
         (x,) = self._inputs("to_frame", x)
         return self._to_frame(x)
 
+    def frame_rgrad(self, y: jax.Array, g: jax.Array, yt_g: jax.Array
+                    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(F, YᵀF, C)`` whose ``F + Y C`` is the Riemannian gradient, all in frame layout.
+
+        ``y = to_frame(x)``, ``g`` the Euclidean gradient as a frame-layout array and
+        ``yt_g = YᵀG``. ``optim.manifold_adam`` combines the gradient with products it already
+        has instead of forming it as an N×p matrix (manifolds whose gradient is ``G`` plus a
+        combination of ``Y``'s columns return ``(G, YᵀG, C)``).
+
+        Raises:
+          NotImplementedError: the manifold does not declare ``"frame"`` in :attr:`capabilities`.
+        """
+        self._require("frame", "frame_rgrad")
+        return self._frame_rgrad(y, g, yt_g)
+
     def from_frame(self, y: jax.Array) -> jax.Array:
         """The inverse of :meth:`to_frame`.
 

@@ -38,12 +38,12 @@ class _FrameSphere(geometric.Sphere):
     geometric.Stiefel(7, 3, rows=True), geometric.Grassmann(7, 3), geometric.Orthogonal(4),
     geometric.Sphere(5), _FrameSphere(5)], ids=repr)
 def test_frame_rgrad(m):
-    """``(F, YᵀF, C)`` of ``_frame_rgrad``: ``F + Y C`` is ``egrad_to_rgrad`` in frame layout."""
+    """``(F, YᵀF, C)`` of ``frame_rgrad``: ``F + Y C`` is ``egrad_to_rgrad`` in frame layout."""
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     x = jax.vmap(lambda k: m.random_point(k, jnp.float64))(keys)
     g = rand(x.shape, 1, jnp.float64)
     y, gf = m.to_frame(x), m.to_frame(g)
-    f, yt_f, c = m._frame_rgrad(y, gf, y.mT @ gf)
+    f, yt_f, c = m.frame_rgrad(y, gf, y.mT @ gf)
     assert rel_err(yt_f, y.mT @ f) < 1e-14
     assert rel_err(f + y @ c, m.to_frame(m.egrad_to_rgrad(x, g))) < 1e-14
 
