@@ -151,6 +151,16 @@ def _cofactor(entries, i, j):
     return minor if (i + j) % 2 == 0 else -minor
 
 
+def _check_jacobi(fname: str, a: jax.Array, instead: str) -> int:
+    """``n`` of a real square ``(..., n, n)`` batch with ``n ≤ MAX_JACOBI_N``, or a clear error."""
+    check_matrix(fname, "a", a, square=True, dtypes=REAL_DTYPES)
+    n = a.shape[-1]
+    if n > MAX_JACOBI_N:
+        raise ValueError(f"{fname}: `a` must have shape (..., n, n) with n ≤ {MAX_JACOBI_N}; "
+                         f"got {tuple(a.shape)}. Use {instead}.")
+    return n
+
+
 def jacobi_eigh(a: jax.Array, lower: bool = True,
                 symmetrize_input: bool = True) -> tuple[jax.Array, jax.Array]:
     r"""Eigendecomposition ``A = V diag(λ) Vᵀ`` of a batch of real symmetric ``n × n``, ``n ≤ 3``.
@@ -195,11 +205,7 @@ def jacobi_eigh(a: jax.Array, lower: bool = True,
       >>> w
       Array([1., 3.], dtype=float32)
     """
-    check_matrix("jacobi_eigh", "a", a, square=True, dtypes=REAL_DTYPES)
-    n = a.shape[-1]
-    if n > MAX_JACOBI_N:
-        raise ValueError(f"jacobi_eigh: `a` must have shape (..., n, n) with n ≤ {MAX_JACOBI_N}; "
-                         f"got {tuple(a.shape)}. Use rules.eigh.")
+    n = _check_jacobi("jacobi_eigh", a, "rules.eigh")
     if n == 0:
         return jnp.zeros(a.shape[:-1], a.dtype), a
 
@@ -301,11 +307,7 @@ def jacobi_svd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
       >>> jacobi_svd(jnp.array([[0.0, 2.0], [1.0, 0.0]], dtype=jnp.float32))[1]
       Array([2., 1.], dtype=float32)
     """
-    check_matrix("jacobi_svd", "a", a, square=True, dtypes=REAL_DTYPES)
-    n = a.shape[-1]
-    if n > MAX_JACOBI_N:
-        raise ValueError(f"jacobi_svd: `a` must have shape (..., n, n) with n ≤ {MAX_JACOBI_N}; "
-                         f"got {tuple(a.shape)}. Use rules.svd.")
+    n = _check_jacobi("jacobi_svd", a, "rules.svd")
     if n == 0:
         return a, jnp.zeros(a.shape[:-1], a.dtype), a
     biggest = jnp.max(jnp.abs(a), axis=(-2, -1))
