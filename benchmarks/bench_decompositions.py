@@ -18,7 +18,7 @@ from rules._linalg import cholesky as cholesky_module
 from rules._linalg import dense, matfun, spectral
 from rules._linalg.small import MAX_CLOSED_FORM_N, MAX_JACOBI_N
 
-from ._harness import Table, fmt_time, median_time
+from ._harness import Table, fmt_time, interleaved
 
 DTYPE = jnp.float32
 
@@ -31,13 +31,10 @@ def _eye(shape):
     return jnp.broadcast_to(jnp.eye(shape[-1], dtype=DTYPE), shape)
 
 
-def _timed_pair(ours, theirs, args, repeats, rounds):
-    """Best-of-rounds medians, the two functions measured alternately (each goes first in turn)."""
-    best = {0: math.inf, 1: math.inf}
-    for r in range(rounds):
-        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
-            best[i] = min(best[i], median_time((ours, theirs)[i], *args, repeats=repeats))
-    return best[0], best[1]
+def _timed_pair(ours, theirs, args, budget):
+    """Both medians and the median of the per-round ratios, the two timed in turn (A B A B …)."""
+    (t_ours, t_theirs), ratio = interleaved([ours, theirs], args, budget=budget)
+    return t_ours, t_theirs, ratio
 
 
 def _assert_close(got, want, what):
@@ -61,7 +58,7 @@ def _loss(fn, weights, invariant):
     return loss
 
 
-def _case(rule, static, ours, theirs, args, argnums, invariant, repeats, rounds):
+def _case(rule, static, ours, theirs, args, argnums, invariant, budget):
     """One row's numbers: forward, gradients, jvps, pullback alone."""
     weights = _weights(ours if invariant is None else lambda *a: invariant(ours(*a)), args, 10)
     grad_ours = jax.jit(jax.grad(_loss(ours, weights, invariant), argnums))
@@ -82,22 +79,20 @@ def _case(rule, static, ours, theirs, args, argnums, invariant, repeats, rounds)
     jvp_ours, jvp_jax = jvp(ours), jvp(theirs)
     if invariant is None:
         _assert_close(jvp_ours(*args), jvp_jax(*args), f"{rule.name} jvp")
-    t_grad = _timed_pair(grad_ours, grad_jax, args, repeats, rounds)
-    t_jvp = _timed_pair(jvp_ours, jvp_jax, args, repeats, rounds)
+    t_grad = _timed_pair(grad_ours, grad_jax, args, budget)
+    t_jvp = _timed_pair(jvp_ours, jvp_jax, args, budget)
     forward = jax.jit(lambda *a: rule.forward(*a, **static))
     out, residuals = forward(*args)
     cotangent = jax.tree_util.tree_map(lambda y: _rand(y.shape, 30), out)
     pullback = jax.jit(lambda r, c: rule.pullback(r, c, **static))
-    t_fwd, t_pb = _timed_pair(forward, lambda *a: pullback(residuals, cotangent), args, repeats,
-                              rounds)
+    t_fwd, t_pb, _ = _timed_pair(forward, lambda *a: pullback(residuals, cotangent), args, budget)
     return t_fwd, t_grad, t_jvp, t_pb
 
 
 def _row(label, route, times):
-    t_fwd, (g_ours, g_jax), (j_ours, j_jax), t_pb = times
-    return [label, route, fmt_time(t_fwd), fmt_time(g_ours), fmt_time(g_jax),
-            f"{g_ours / g_jax:.2f}", fmt_time(j_ours), fmt_time(j_jax), f"{j_ours / j_jax:.2f}",
-            f"{t_pb / t_fwd:.2f}"]
+    t_fwd, (g_ours, g_jax, g_ratio), (j_ours, j_jax, j_ratio), t_pb = times
+    return [label, route, fmt_time(t_fwd), fmt_time(g_ours), fmt_time(g_jax), f"{g_ratio:.2f}",
+            fmt_time(j_ours), fmt_time(j_jax), f"{j_ratio:.2f}", f"{t_pb / t_fwd:.2f}"]
 
 
 COLUMNS = ["shape", "route", "forward (ours)", "grad ours", "grad JAX", "ratio", "jvp ours",
@@ -127,7 +122,7 @@ def _svd_invariant(out):
 
 
 def tables(quick: bool) -> list[Table]:
-    repeats, rounds = (3, 1) if quick else (10, 4)
+    budget = 0.1 if quick else 1.0  # seconds per function and pair
     sizes = _sizes(quick)
     tables_ = []
 
@@ -144,12 +139,12 @@ def tables(quick: bool) -> list[Table]:
         route = _small_route(shape, other="LU of [Aᵀ, I]")
         rows["solve"].append(_row(_label(shape) + " (b: k=4)",
                                   _small_route(shape, other="LU of [A, B]"), _case(
-            dense._solve, {}, rules.solve, jnp.linalg.solve, (a, b), (0, 1), None, repeats, rounds)))
+            dense._solve, {}, rules.solve, jnp.linalg.solve, (a, b), (0, 1), None, budget)))
         rows["det"].append(_row(_label(shape), route, _case(
-            dense._det, {}, rules.det, jnp.linalg.det, (a,), (0,), None, repeats, rounds)))
+            dense._det, {}, rules.det, jnp.linalg.det, (a,), (0,), None, budget)))
         rows["slogdet"].append(_row(_label(shape), route, _case(
             dense._slogdet, {}, lambda a: tuple(rules.slogdet(a)),
-            lambda a: tuple(jnp.linalg.slogdet(a)), (a,), (0,), None, repeats, rounds)))
+            lambda a: tuple(jnp.linalg.slogdet(a)), (a,), (0,), None, budget)))
     table("`rules.solve` (float32)", rows["solve"],
           ["Gradient of `Σ W ⊙ solve(A, B)` in A and B; jvp in both. JAX: `jnp.linalg.solve` "
            "(LU + custom_linear_solve). Ours: the closed-form inverse for n ≤ 4, else the LU of "
@@ -174,11 +169,11 @@ def tables(quick: bool) -> list[Table]:
             ", blocked triangular products" if n >= cholesky_module._BLOCKED_N else "")
         chol_rows.append(_row(_label(shape), chol_route, _case(
             cholesky_module._cholesky, {"symmetrize_input": True}, rules.cholesky,
-            jnp.linalg.cholesky, (a,), (0,), None, repeats, rounds)))
+            jnp.linalg.cholesky, (a,), (0,), None, budget)))
         cho_rows.append(_row(_label(shape) + " (b: k=4)", "two triangular solves", _case(
             cholesky_module._cho_solve, {}, lambda l, b: rules.cho_solve((l, True), b),
             lambda l, b: jax.scipy.linalg.cho_solve((jnp.tril(l), True), b), (l, b), (0, 1), None,
-            repeats, rounds)))
+            budget)))
     table("`rules.cholesky` (float32)", chol_rows, ["Gradient of `Σ W ⊙ cholesky(A)`."])
     table("`rules.cho_solve` (float32)", cho_rows,
           ["JAX's column is `jax.scipy.linalg.cho_solve` on `tril(L)` (it reads one triangle "
@@ -194,12 +189,12 @@ def tables(quick: bool) -> list[Table]:
                               _case(
             spectral._eigh, {"lower": True, "symmetrize_input": True, "degeneracy_tol": None},
             lambda a: tuple(rules.eigh(a)), lambda a: tuple(jnp.linalg.eigh(a)), (h,), (0,),
-            _eigh_invariant, repeats, rounds)))
+            _eigh_invariant, budget)))
         svd_rows.append(_row(_label(shape), "one-sided Jacobi (small.py)" if jacobi else
                              "LAPACK gesdd", _case(
             spectral._svd, {"full_matrices": False, "compute_uv": True, "degeneracy_tol": None},
             lambda a: tuple(rules.svd(a)), lambda a: tuple(jnp.linalg.svd(a, full_matrices=False)),
-            (a,), (0,), _svd_invariant, repeats, rounds)))
+            (a,), (0,), _svd_invariant, budget)))
     table("`rules.eigh` (float32)", eigh_rows,
           ["Loss `Σ w ⊙ λ + Σ W ⊙ V cos(Λ) Vᵀ` (sign invariant). JAX: LAPACK syevd per matrix. "
            "Ours: the same for n > 3; for real n ≤ 3 cyclic Jacobi on whole batch arrays."])
@@ -214,8 +209,7 @@ def tables(quick: bool) -> list[Table]:
         a = _rand(shape, 5) / math.sqrt(shape[-1])
         route = "Padé 7, " + _small_route(shape, "closed-form denominator inverse", "LU denominator")
         expm_rows.append(_row(_label(shape), route, _case(
-            matfun._expm, {}, rules.expm, jax.scipy.linalg.expm, (a,), (0,), None, repeats,
-            rounds)))
+            matfun._expm, {}, rules.expm, jax.scipy.linalg.expm, (a,), (0,), None, budget)))
     table("`rules.expm` (float32)", expm_rows,
           ["A scaled to ‖A‖ ≈ 1–3. JAX's `jax.scipy.linalg.expm` evaluates every Padé branch and "
            "16 conditional squarings per slice of a batch (vmap of switch and cond); ours one Padé "
