@@ -252,12 +252,16 @@ def _cho_solve_pullback(res, x_bar):
     """``Z = conj(L)⁻¹ X̄``, ``B̄ = L⁻ᵀ Z``, ``L̄ = -tril(B̄ Yᵀ + conj(X) Zᴴ)`` with ``Y = L⁻¹B``.
 
     The same as ``-tril((Ā + Āᴴ) conj L)`` with ``Ā = -B̄ Xᵀ``, since ``Xᵀ conj L = Yᵀ`` and
-    ``B̄ᴴ conj L = Zᴴ``: two outer products instead of four products.
+    ``B̄ᴴ conj L = Zᴴ``: two outer products instead of four products, computed as one,
+    ``[B̄ | conj X] [Y | conj Z]ᵀ`` (one dot and no sum: gradient at n = 64, k = 4 in 0.91–0.94
+    of the time of two).
     """
     l, y, x = res
     z = lax.linalg.triangular_solve(l, x_bar, left_side=True, lower=True, conjugate_a=True)
     b_bar = lax.linalg.triangular_solve(l, z, left_side=True, lower=True, transpose_a=True)
-    return -jnp.tril(mm(b_bar, y.mT) + mm(conj(x), mH(z))), b_bar
+    left = jnp.concatenate([b_bar, conj(x)], axis=-1)
+    right = jnp.concatenate([y, conj(z)], axis=-1)
+    return -jnp.tril(mm(left, right.mT)), b_bar
 
 
 _cho_solve = Rule("cho_solve", _cho_solve_forward, _cho_solve_pushforward, _cho_solve_pullback)
