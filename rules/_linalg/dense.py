@@ -288,19 +288,19 @@ def pivots_to_permutation(pivots: jax.Array, inverse: bool = False) -> jax.Array
     """The permutation ``π`` with ``A[π] = L U`` from LAPACK's pivots (row ``i`` swapped with row
     ``pivots[i]``, in turn), or its inverse ``π⁻¹`` (the same swaps in reverse order).
 
-    What ``lax.linalg.lu`` computes as its third output, in a loop unrolled by 8: on CPU each
-    iteration of XLA's while loop costs more than the swap itself (n = 256: 65 µs instead of
-    110 µs), and the inverse comes without a sort or a scatter.
+    What ``lax.linalg.lu`` computes as its third output, one swap per iteration as one scatter of
+    two entries: on CPU, n = 256, 26 µs, where JAX's loop (two scatters per swap) takes 185 µs and
+    an unrolled one about 100 µs (without ``jax_enable_x64``; with it, JAX's takes 36 µs). The
+    inverse comes without a sort or a scatter of its own.
     """
     n = pivots.shape[-1]
 
     def one(piv):
         def swap(k, p):
             i = n - 1 - k if inverse else k
-            j = piv[i]
-            p_i, p_j = p[i], p[j]
-            return p.at[i].set(p_j).at[j].set(p_i)
-        return lax.fori_loop(0, n, swap, jnp.arange(n, dtype=piv.dtype), unroll=max(1, min(8, n)))
+            pair = jnp.stack([i, piv[i]]).astype(piv.dtype)
+            return p.at[pair].set(p[pair[::-1]])  # i == piv[i] writes p[i] twice: no change
+        return lax.fori_loop(0, n, swap, jnp.arange(n, dtype=piv.dtype))
 
     if pivots.ndim == 1:
         return one(pivots)
