@@ -23,8 +23,9 @@ def _free_port() -> int:
 
 
 def _run(tmp_path, processes: int) -> dict:
-    env = dict(os.environ, JAX_PLATFORMS="cpu", OPENBLAS_NUM_THREADS="1",
-               XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    # The suite's XLA flags (conftest.py: optimisation level 0) and one device per process.
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", OPENBLAS_NUM_THREADS="1", XLA_FLAGS=flags.strip())
     out = tmp_path / f"{processes}.json"
     port = _free_port()
     command = [sys.executable, "-m", "examples.multihost", "--steps", "8"]

@@ -19,8 +19,9 @@ TOLERANCES = {"named sharding": 1e-6, "shard_map": 1e-6, "stiefel heads": 1e-5, 
 
 @pytest.fixture(scope="module")
 def results():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    # The suite's XLA flags (conftest.py: optimisation level 0) and 8 simulated devices.
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "sharding_checks.py")], env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -36,10 +36,14 @@ def loss(p):
 
 
 def run(opt, p, steps=5):
+    @jax.jit  # one compilation instead of op-by-op dispatch of every step (manifold_adam: 15 s)
+    def step(p, state):
+        updates, state = opt.update(jax.grad(loss)(p), state, p)
+        return optax.apply_updates(p, updates), state
+
     state = opt.init(p)
     for _ in range(steps):
-        updates, state = opt.update(jax.grad(loss)(p), state, p)
-        p = optax.apply_updates(p, updates)
+        p, state = step(p, state)
     return p
 
 
