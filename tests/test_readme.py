@@ -1,4 +1,5 @@
 """The README's Python examples run as written."""
+import functools
 import pathlib
 import re
 
@@ -8,8 +9,15 @@ README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
+@functools.cache
+def namespace_after(index: int) -> dict:
+    """The names defined by blocks 0…index run in order, as a reader runs them (later blocks may
+    use names from earlier ones); each block runs once per session."""
+    namespace = dict(namespace_after(index - 1)) if index else {}
+    exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), namespace)
+    return namespace
+
+
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_block_runs(index):
-    namespace = {}
-    for block in BLOCKS[: index + 1]:  # later blocks may use names from earlier ones
-        exec(compile(block, f"README.md block {index}", "exec"), namespace)
+    namespace_after(index)

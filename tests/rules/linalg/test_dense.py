@@ -24,7 +24,8 @@ def well_conditioned(shape, seed=0, dtype=jnp.float64):
 @pytest.mark.parametrize("shape", [(1, 1), (3, 3), (2, 3, 4, 4)])
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
 def test_inv_finite_differences(shape, dtype):
-    check_rrule(rules.inv, well_conditioned(shape, 1, dtype))
+    # The comparison with an eager run (half the cost of a check) at one shape per dtype.
+    check_rrule(rules.inv, well_conditioned(shape, 1, dtype), check_jit=shape == (3, 3))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
