@@ -1,60 +1,87 @@
-"""Compile and gradient times of every gradient row, for ``benchmarks/revisions.py``.
+"""Both revisions' gradients of every gradient row, timed in turn in one process.
 
-Run as a script with ``PYTHONPATH`` pointing at the checkout whose ``rules`` is measured:
-``python benchmarks/_revision_worker.py [--quick] [--budget S]``. Prints one JSON object,
-``{"family label": [compile CPU seconds, gradient seconds, program hash], ...}``. It imports
-only ``benchmarks/_cases.py`` (public API of ``rules``) and ``_harness.py`` beside it, so any
-revision can be measured.
+Run as a script by ``benchmarks/revisions.py``:
+``python benchmarks/_revision_worker.py OLD_CHECKOUT [--quick] [--budget S]``. The ``rules`` of
+this checkout is imported as usual; the old checkout's is loaded beside it under the name
+``rules_old`` (the package imports itself only relatively, so its modules stay its own). The
+cases of ``benchmarks/_cases.py`` (public API only) are built twice, once on each package, with
+the same arrays. Per row, the two gradients are compiled and then timed call by call in alternating order (``_harness.interleaved``), so a slow
+phase of the machine or of the process hits both alike. Prints one JSON object,
+``{"family label": [compile old, compile new, time old, time new, new/old, same program], ...}``.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
-import statistics
+import pathlib
+import sys
 import time
+import types
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-
-import _cases  # noqa: E402  (this script's own folder)
-from _harness import normalized_program  # noqa: E402
+import _cases
+import jax
+from _harness import interleaved, normalized_program
 
 
-def _median_time(fn, args, budget):
-    jax.block_until_ready(fn(*args))
-    times, spent = [], 0.0
-    while len(times) < 5 or spent < budget:
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-        spent += times[-1]
-        if len(times) >= 200:
-            break
-    return statistics.median(times)
+def _load_package(name: str, folder: pathlib.Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cases_on(package: types.ModuleType) -> types.ModuleType:
+    """A second copy of ``_cases`` whose ``import rules`` binds ``package``."""
+    new_rules = sys.modules["rules"]
+    sys.modules["rules"] = package
+    try:
+        spec = importlib.util.spec_from_file_location("_cases_old", _cases.__file__)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["_cases_old"] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules["rules"] = new_rules
+    return module
+
+
+def _compile(fn, args) -> tuple[float, object, str]:
+    # CPU time of this process: on a shared machine, waiting for a core is not compiling.
+    t0 = time.process_time()
+    compiled = jax.jit(fn).lower(*args).compile()
+    seconds = time.process_time() - t0
+    return seconds, compiled, hashlib.sha1(normalized_program(compiled).encode()).hexdigest()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("old", type=pathlib.Path)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--budget", type=float, default=0.5)
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds per side and row")
     args = parser.parse_args()
-    # JAX's own first-compilation costs (backend start, caches) are not any row's.
-    jax.jit(jax.grad(lambda x: jnp.sum(jnp.sin(x) @ x))).lower(jnp.ones((3, 3))).compile()
+    old_cases = _cases_on(_load_package("rules_old", args.old.resolve() / "rules"))
     out = {}
-    for case in _cases.gradient_cases(args.quick):
-        grad = case.grad(case.ours)
-        grad_args = case.grad_args()
-        # CPU time of this process: on a shared machine, waiting for a core is not compiling.
-        t0 = time.process_time()
-        compiled = jax.jit(grad).lower(*grad_args).compile()
-        compile_s = time.process_time() - t0
-        program = hashlib.sha1(normalized_program(compiled).encode()).hexdigest()
-        out[f"{case.family} {case.label}"] = [compile_s, _median_time(compiled, grad_args,
-                                                                      args.budget), program]
+    pairs = zip(old_cases.gradient_cases(args.quick), _cases.gradient_cases(args.quick))
+    for old, new in pairs:
+        grad_args = new.grad_args()
+        # Each side compiled twice, and the second compilations timed: the first one of either
+        # side also pays for what both share (JAX's backend start, its own jitted helpers),
+        # which the other then finds cached. A fresh closure each time, so that jit's own cache
+        # never hits.
+        for case in (old, new):
+            _compile(case.grad(case.ours), grad_args)
+        compiled = {k: _compile(case.grad(case.ours), grad_args) for k, case in enumerate((old, new))}
+        (t_new, t_old), ratio = interleaved([compiled[1][1], compiled[0][1]], grad_args,
+                                            budget=args.budget)
+        out[f"{new.family} {new.label}"] = [compiled[0][0], compiled[1][0], t_old, t_new, ratio,
+                                            compiled[0][2] == compiled[1][2]]
+        print(f"{new.family} {new.label}: new/old {ratio:.2f}", file=sys.stderr, flush=True)
     print(json.dumps(out))
 
 
