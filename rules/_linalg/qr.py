@@ -257,8 +257,10 @@ def _thin_qr_pullback(q, r, q_bar, r_bar):
                                        conjugate_a=True)
 
 
-# From this many columns on, R R̄ᴴ is formed in blocks (see _copyltu_m); at 64 it makes no difference.
-_BLOCKED = 128
+# From this many columns on, R R̄ᴴ is formed in blocks (see _copyltu_m). Gradient time blocked /
+# whole, float32, CPU, in one process: n = 256 1.01–1.05 (QR and LQ), 320 0.94–1.00, 384
+# 0.96–0.99, 512 0.96–0.98.
+_BLOCKED = 320
 
 
 def _copyltu_m(q, r, q_bar, r_bar):
@@ -268,9 +270,9 @@ def _copyltu_m(q, r, q_bar, r_bar):
     (R is upper triangular) involves only R̄'s upper triangle, so R̄ needs no mask. From
     ``_BLOCKED`` columns on, with ``h = n/2`` and ``R = [R₁₁ R₁₂; 0 R₂₂]``, the rows ``i < h``
     are ``R[:h] R̄[:h]ᴴ`` (columns ``j < h``) and the rows ``i ≥ h`` are ``R₂₂ R̄[:, h:]ᴴ``: half
-    the flops of ``R R̄ᴴ``, the block above the diagonal and the zeros of ``R`` skipped (float32,
-    CPU-time medians: gradient of QR 256 × 256 0.99 → 0.93 of JAX's, 2048 × 256 unchanged).
-    ``Q̄ᴴQ`` stays one product: blocking it too made tall matrices slower (column slices).
+    the flops of ``R R̄ᴴ``, the block above the diagonal and the zeros of ``R`` skipped; below
+    ``_BLOCKED`` columns the slicing costs more than the flops it saves. ``Q̄ᴴQ`` stays one
+    product: blocking it too made tall matrices slower (column slices).
     """
     n = r.shape[-1]
     if n < _BLOCKED:
