@@ -5,8 +5,9 @@ Run as a script by ``benchmarks/revisions.py``:
 this checkout is imported as usual; the old checkout's is loaded beside it under the name
 ``rules_old`` (the package imports itself only relatively, so its modules stay its own). The
 cases of ``benchmarks/_cases.py`` (public API only) are built twice, once on each package, with
-the same arrays. Per row, the two gradients are compiled and then timed call by call in alternating order (``_harness.interleaved``), so a slow
-phase of the machine or of the process hits both alike. Prints one JSON object,
+the same arrays. Per row, the two gradients are compiled and then timed call by call in
+alternating order (``_harness.interleaved``), so a slow phase of the machine or of the process
+hits both alike. Prints one JSON object,
 ``{"family label": [compile old, compile new, time old, time new, new/old, same program], ...}``.
 """
 from __future__ import annotations
@@ -76,11 +77,10 @@ def main() -> None:
         # never hits.
         for case in (old, new):
             _compile(case.grad(case.ours), grad_args)
-        compiled = {k: _compile(case.grad(case.ours), grad_args) for k, case in enumerate((old, new))}
-        (t_new, t_old), ratio = interleaved([compiled[1][1], compiled[0][1]], grad_args,
-                                            budget=args.budget)
-        out[f"{new.family} {new.label}"] = [compiled[0][0], compiled[1][0], t_old, t_new, ratio,
-                                            compiled[0][2] == compiled[1][2]]
+        (c_old, f_old, p_old), (c_new, f_new, p_new) = (
+            _compile(case.grad(case.ours), grad_args) for case in (old, new))
+        (t_new, t_old), ratio = interleaved([f_new, f_old], grad_args, budget=args.budget)
+        out[f"{new.family} {new.label}"] = [c_old, c_new, t_old, t_new, ratio, p_old == p_new]
         print(f"{new.family} {new.label}: new/old {ratio:.2f}", file=sys.stderr, flush=True)
     print(json.dumps(out))
 

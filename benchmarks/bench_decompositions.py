@@ -31,12 +31,6 @@ def _eye(shape):
     return jnp.broadcast_to(jnp.eye(shape[-1], dtype=DTYPE), shape)
 
 
-def _timed_pair(ours, theirs, args, budget):
-    """Both medians and the median of the per-round ratios, the two timed in turn (A B A B …)."""
-    (t_ours, t_theirs), ratio = interleaved([ours, theirs], args, budget=budget)
-    return t_ours, t_theirs, ratio
-
-
 def _assert_close(got, want, what):
     # A benchmark of a wrong derivative is worthless: check agreement first (float32 tolerance).
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
@@ -79,18 +73,19 @@ def _case(rule, static, ours, theirs, args, argnums, invariant, budget):
     jvp_ours, jvp_jax = jvp(ours), jvp(theirs)
     if invariant is None:
         _assert_close(jvp_ours(*args), jvp_jax(*args), f"{rule.name} jvp")
-    t_grad = _timed_pair(grad_ours, grad_jax, args, budget)
-    t_jvp = _timed_pair(jvp_ours, jvp_jax, args, budget)
+    t_grad = interleaved([grad_ours, grad_jax], args, budget=budget)
+    t_jvp = interleaved([jvp_ours, jvp_jax], args, budget=budget)
     forward = jax.jit(lambda *a: rule.forward(*a, **static))
     out, residuals = forward(*args)
     cotangent = jax.tree_util.tree_map(lambda y: _rand(y.shape, 30), out)
     pullback = jax.jit(lambda r, c: rule.pullback(r, c, **static))
-    t_fwd, t_pb, _ = _timed_pair(forward, lambda *a: pullback(residuals, cotangent), args, budget)
+    (t_fwd, t_pb), _ = interleaved([forward, lambda *a: pullback(residuals, cotangent)], args,
+                                   budget=budget)
     return t_fwd, t_grad, t_jvp, t_pb
 
 
 def _row(label, route, times):
-    t_fwd, (g_ours, g_jax, g_ratio), (j_ours, j_jax, j_ratio), t_pb = times
+    t_fwd, ((g_ours, g_jax), g_ratio), ((j_ours, j_jax), j_ratio), t_pb = times
     return [label, route, fmt_time(t_fwd), fmt_time(g_ours), fmt_time(g_jax), f"{g_ratio:.2f}",
             fmt_time(j_ours), fmt_time(j_jax), f"{j_ratio:.2f}", f"{t_pb / t_fwd:.2f}"]
 

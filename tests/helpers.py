@@ -4,6 +4,7 @@ Import as ``from tests.helpers import rand, rel_err`` (the repository root is on
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import jax
@@ -59,3 +60,10 @@ def spd_reference_dist(m, x, y) -> float:
     s = function(x, np.sqrt)
     return float(np.sqrt(np.trace(x) + np.trace(y)
                          - 2 * np.sum(np.sqrt(np.linalg.eigvalsh(s @ y @ s)))))
+
+
+def cpu_subprocess_env(devices: int, **extra: str) -> dict[str, str]:
+    """The environment of a JAX subprocess on ``devices`` simulated CPU devices, keeping this
+    suite's XLA flags (conftest.py: optimisation level 0); ``extra`` adds variables."""
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    return dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu", **extra)

@@ -4,13 +4,14 @@
 optimizer; two processes, each with one CPU device, must give the single-process results.
 """
 import json
-import os
 import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from tests.helpers import cpu_subprocess_env
 
 # float32; the sharded programs reduce in another order.
 TOLERANCE = 1e-6
@@ -23,9 +24,7 @@ def _free_port() -> int:
 
 
 def _run(tmp_path, processes: int) -> dict:
-    # The suite's XLA flags (conftest.py: optimisation level 0) and one device per process.
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
-    env = dict(os.environ, JAX_PLATFORMS="cpu", OPENBLAS_NUM_THREADS="1", XLA_FLAGS=flags.strip())
+    env = cpu_subprocess_env(1, OPENBLAS_NUM_THREADS="1")
     out = tmp_path / f"{processes}.json"
     port = _free_port()
     command = [sys.executable, "-m", "examples.multihost", "--steps", "8"]

@@ -4,12 +4,13 @@ The checks live in tests/sharding_checks.py; they run once per session (the subp
 ``XLA_FLAGS`` before JAX starts) and report the relative difference from a single-device run.
 """
 import json
-import os
 import pathlib
 import subprocess
 import sys
 
 import pytest
+
+from tests.helpers import cpu_subprocess_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Relative, float32: a rule's output and gradient (issue 6: 1e-6); 20-step optimizer and training
@@ -19,9 +20,7 @@ TOLERANCES = {"named sharding": 1e-6, "shard_map": 1e-6, "stiefel heads": 1e-5, 
 
 @pytest.fixture(scope="module")
 def results():
-    # The suite's XLA flags (conftest.py: optimisation level 0) and 8 simulated devices.
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-    env = dict(os.environ, XLA_FLAGS=flags.strip(), PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    env = cpu_subprocess_env(8, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "sharding_checks.py")], env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
