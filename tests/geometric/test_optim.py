@@ -415,8 +415,9 @@ def test_manifold_adam_is_brantners_algorithm(case):
 
 # ----------------------------------------------------------------------------------------------
 # float32 drift over 10⁴ steps on St(256, 64). Without re-projection Cayley and exp reach
-# ‖YᵀY − I‖_F ≈ 1.6e-5 here; re-projecting every 100 steps (the default) keeps it below 2e-6,
-# the level of a fresh QR.
+# ‖YᵀY − I‖_F ≈ 1.6e-5 here; re-projecting every 100 steps (the default) keeps every method
+# below 2e-6 (measured: 1.2–1.4e-6; exactly, in float64, 0.8–1.2e-6), under a fresh Householder
+# QR's 1.4–1.6e-6.
 
 
 @pytest.mark.slow
@@ -453,4 +454,4 @@ def test_float32_drift_with_default_stabilisation():
     # of 67 s, the same compile time.
     compiled = errors.lower(params).compile(compiler_options={"xla_backend_optimization_level": 3})
     worst = jax.tree.map(lambda e: float(e.max()), compiled(params))
-    assert all(e <= 1e-5 for e in jax.tree.leaves(worst)), worst
+    assert all(e <= 2e-6 for e in jax.tree.leaves(worst)), worst
