@@ -132,8 +132,9 @@ def tables(quick: bool) -> list[Table]:
         a = _rand(shape, 0) / math.sqrt(n) + _eye(shape)   # det near 1: no overflow at n = 256
         b = _rand((*shape[:-1], 4), 1)
         route = _small_route(shape, other="LU of [Aᵀ, I]")
+        lu_route = "LU of [A, B]" if n < dense._LU_OF_A_ALONE_N else "LU of A"
         rows["solve"].append(_row(_label(shape) + " (b: k=4)",
-                                  _small_route(shape, other="LU of [A, B]"), _case(
+                                  _small_route(shape, other=lu_route), _case(
             dense._solve, {}, rules.solve, jnp.linalg.solve, (a, b), (0, 1), None, budget)))
         rows["det"].append(_row(_label(shape), route, _case(
             dense._det, {}, rules.det, jnp.linalg.det, (a,), (0,), None, budget)))
@@ -142,9 +143,10 @@ def tables(quick: bool) -> list[Table]:
             lambda a: tuple(jnp.linalg.slogdet(a)), (a,), (0,), None, budget)))
     table("`rules.solve` (float32)", rows["solve"],
           ["Gradient of `Σ W ⊙ solve(A, B)` in A and B; jvp in both. JAX: `jnp.linalg.solve` "
-           "(LU + custom_linear_solve). Ours: the closed-form inverse for n ≤ 4, else the LU of "
-           "[A | B] (getrf leaves L⁻¹PB beside the factors: one triangular solve left), factors "
-           "reused by both derivatives."])
+           "(LU + custom_linear_solve). Ours: the closed-form inverse for n ≤ 4, else for n < "
+           f"{dense._LU_OF_A_ALONE_N} the LU of [A | B] (getrf leaves L⁻¹PB beside the factors: "
+           "one triangular solve left), from there the LU of A; factors (and the row "
+           "permutation, where formed) reused by both derivatives."])
     table("`rules.det` (float32)", rows["det"],
           ["JAX: closed form for n = 2, 3 differentiated by autodiff; LU + a second LU in its "
            "cofactor JVP for n ≥ 4. Ours: the cofactor matrix is the residual, from the LU of "

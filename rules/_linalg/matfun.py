@@ -10,7 +10,7 @@ from .._core.arrays import eye_like, mm
 from .._core.checks import as_inexact_matrix, check_matrix, is_half
 from .._core.rule import Rule
 from . import jax_ops
-from .dense import solve_with
+from .dense import lu_factors, solve_with
 from .small import MAX_CLOSED_FORM_N, closed_form_inv
 
 __all__ = ["cayley", "cayley_matrix", "expm", "inv_identity_plus"]
@@ -228,8 +228,7 @@ def _coefficients(m):
 def _factor(q):
     if q.shape[-1] <= MAX_CLOSED_FORM_N:
         return closed_form_inv(q)
-    lu, pivots, _ = lax.linalg.lu(q)
-    return lu, pivots
+    return lu_factors(q)
 
 
 def _squarings(r0, s):

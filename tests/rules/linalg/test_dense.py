@@ -147,6 +147,32 @@ def test_solve_det_slogdet_match_jax(n):
     assert rel_err(ours, ref) < 1e-11
 
 
+def test_solve_lu_of_a_alone_route(monkeypatch):
+    # From n = 128 the forward factorises A alone and keeps the row permutation for the
+    # derivatives (π⁻¹ by a scatter); forced here on n = 5: finite differences (a batch of
+    # matrices, and one matrix with a batch of right-hand sides), JAX's vjp and jvp in real and
+    # complex arithmetic, and a second derivative.
+    from rules._linalg import dense
+    monkeypatch.setattr(dense, "_LU_OF_A_ALONE_N", 0)
+    a, b = well_conditioned((2, 5, 5), 70), rand((2, 5, 3), 71)
+    check_rrule(lambda a, b, c: (rules.solve(a, b), rules.solve(a[0], c)), a, b,
+                rand((2, 5, 1), 72), check_jit=False)
+    ac, bc = well_conditioned((2, 5, 5), 73, jnp.complex128), rand((2, 5, 3), 74, jnp.complex128)
+
+    @jax.jit
+    def derivatives(a, b, ac, bc):
+        out = []
+        for solve in (rules.solve, jnp.linalg.solve):
+            for x, y in [(a, b), (ac, bc)]:
+                value, pullback = jax.vjp(solve, x, y)
+                out.append((value, pullback(jnp.cos(y)), jax.jvp(solve, (x, y), (y[..., :1] * x, y))[1]))
+            out.append(jax.hessian(lambda x: jnp.sum(jnp.sin(solve(x, b[0]))))(a[0]))
+        return out[:3], out[3:]
+
+    ours, ref = derivatives(a, b, ac, bc)
+    assert rel_err(ours, ref) < 1e-11
+
+
 def cofactors(a):
     a = np.asarray(a)
     n = a.shape[-1]
