@@ -297,8 +297,7 @@ def lu_factors(a: jax.Array) -> LUFactors:
     return LUFactors(lu, pivots, pivots_to_permutation(pivots))
 
 
-def solve_with(factors: jax.Array | LUFactors, b: jax.Array, transpose: bool = False
-               ) -> jax.Array:
+def solve_with(factors, b, transpose=False):
     """``A⁻¹ B`` (or ``A⁻ᵀ B``) from the closed-form inverse or the LU factors."""
     if not isinstance(factors, LUFactors):
         return mm(factors.mT if transpose else factors, b)
