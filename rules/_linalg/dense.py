@@ -158,10 +158,11 @@ def solve(a: ArrayLike, b: ArrayLike) -> jax.Array:
       pushforward is one solve with them and the pullback one transposed solve and one product;
       ``A⁻¹`` is never formed. For ``n < 128`` the LU is that of ``[A | B]``, which leaves
       ``L⁻¹PB`` beside the factors; from 128 on, where LAPACK's factorisation of the wider matrix
-      costs more than that saves, the LU of ``A``, whose row permutation the derivatives reuse. For ``n ≤ 4`` (not half precision) the forward
-      is instead the closed-form inverse of ``rules/_linalg/small.py``, and that inverse is the
-      factorisation the derivatives reuse: on CPU it is several times faster than a batched LU of
-      tiny matrices, with an error of about ``κ(A)·eps``. A single matrix ``a`` (no batch axes)
+      costs more than that saves, the LU of ``A``, whose row permutation the derivatives reuse.
+      For ``n ≤ 4`` (not half precision) the forward is instead the closed-form inverse of
+      ``rules/_linalg/small.py``, and that inverse is the factorisation the derivatives reuse: on
+      CPU it is several times faster than a batched LU of tiny matrices, with an error of about
+      ``κ(A)·eps``. A single matrix ``a`` (no batch axes)
       with a batched ``b`` is factorised once: the batch of ``b`` is folded into its columns.
 
     References:
@@ -245,18 +246,17 @@ def _solve_forward(a, b):
     n = a.shape[-1]
     if _tiny(n, a.dtype):
         factors = closed_form_inv(a)
-        x = solve_with(factors, b)
-    elif n < _LU_OF_A_ALONE_N:
+    elif n >= _LU_OF_A_ALONE_N:
+        factors = lu_factors(a)
+    else:
         # LU of [A | B]: partial pivoting looks at the first n columns only, so the factors are
         # A's, and LAPACK's getrf leaves L⁻¹ P B in the last columns, the row permutation and
         # the forward substitution done in the factorisation: one triangular solve remains.
         lu, pivots, _ = lax.linalg.lu(jnp.concatenate([a, b], axis=-1))
         lu, y = lu[..., :n], lu[..., n:]
-        factors = LUFactors(lu, pivots)
         x = lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)
-    else:
-        factors = lu_factors(a)
-        x = solve_with(factors, b)
+        return x, (LUFactors(lu, pivots), x)
+    x = solve_with(factors, b)
     return x, (factors, x)
 
 

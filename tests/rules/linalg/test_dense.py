@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import rules
+from rules._linalg import dense
 from rules.testing import check_rrule
 from tests.helpers import rand, rel_err
 from tests.rules.linalg.sharded import assert_sharded_like_unsharded
@@ -153,7 +154,6 @@ def test_solve_lu_of_a_alone_route(monkeypatch):
     # the finite-difference test checks on the other route; this checks the factorisation path
     # against JAX's vjp and jvp in real and complex arithmetic (a batch of matrices), and a
     # second derivative.
-    from rules._linalg import dense
     monkeypatch.setattr(dense, "_LU_OF_A_ALONE_N", 0)
     a, b = well_conditioned((2, 5, 5), 70), rand((2, 5, 3), 71)
     ac, bc = well_conditioned((2, 5, 5), 73, jnp.complex128), rand((2, 5, 3), 74, jnp.complex128)
@@ -164,7 +164,8 @@ def test_solve_lu_of_a_alone_route(monkeypatch):
         for solve in (rules.solve, jnp.linalg.solve):
             for x, y in [(a, b), (ac, bc)]:
                 value, pullback = jax.vjp(solve, x, y)
-                out.append((value, pullback(jnp.cos(y)), jax.jvp(solve, (x, y), (y[..., :1] * x, y))[1]))
+                tangent = jax.jvp(solve, (x, y), (y[..., :1] * x, y))[1]
+                out.append((value, pullback(jnp.cos(y)), tangent))
             out.append(jax.hessian(lambda x: jnp.sum(jnp.sin(solve(x, b[0]))))(a[0]))
         return out[:3], out[3:]
 
