@@ -14,9 +14,11 @@ stores ``λ`` as an N×N matrix. Here ``λ`` is never formed:
 * ``λ [A; B] = Y A + Y⊥ B = Δ``: a global element is represented by its N×p tangent vector, and
   ``λ·cay(V) = cay(Ω)·λ`` with ``Ω = λVλᵀ = Ω(Y, W)``, ``W = λ V E``. So the frame update is the
   rotation ``Q = cay(Ω(Y, W))`` applied on the left, and a first moment held fixed in global
-  coordinates is, in this representation, the N×p matrix ``M = λ [A_m; B_m]`` rotated by the
-  same ``Q`` each step — O(Np²) by the low-rank form of :func:`rotate`. First moment, step and
-  frame update are Brantner's exactly.
+  coordinates is, in this representation, ``M = λ [A_m; B_m] = Y A_m + M_B`` rotated by the same
+  ``Q`` each step: ``A_m`` (p×p) rides along with the frame, ``Q Y A_m = (QY) A_m``, and the
+  N×p ``M_B = Y⊥B_m`` is rotated with ``Y`` — O(Np²) by the low-rank form of :func:`rotate`.
+  First moment, step and frame update are Brantner's exactly
+  (``docs/derivations/optimizers.md#low-rank``).
 * The second moment of ``A`` (p×p, coordinates in the frame ``Y`` itself) is Brantner's exactly.
 * The elementwise second moment of ``B`` depends on the basis ``Y⊥`` of the complement, which
   GeometricMachineLearning.jl draws at random at initialisation; following it would need the
@@ -38,7 +40,7 @@ import jax.numpy as jnp
 
 from rules.internal import mm, mm_h
 
-from ._core.kernels import rotate, rotate_by_products, skew
+from ._core.kernels import rotate, rotation_coefficients, skew
 from ._core.manifold import AbstractManifold
 
 
@@ -47,32 +49,36 @@ def supports(m: AbstractManifold) -> bool:
     return "frame" in m.capabilities
 
 
-def init_moments(m: AbstractManifold, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Zero ``(mu, nu_a, nu_b)``: shapes ``x.shape``, ``(..., p, p)``, ``(..., p)``."""
+def init_moments(m: AbstractManifold, x: jax.Array
+                 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Zero ``(mu, mu_a, nu_a, nu_b)``: shapes ``x.shape``, ``(..., p, p)`` twice, ``(..., p)``."""
     y = m.to_frame(x)
     batch, p = y.shape[:-2], y.shape[-1]
-    return (jnp.zeros_like(x), jnp.zeros((*batch, p, p), x.dtype), jnp.zeros((*batch, p), x.dtype))
+    square = jnp.zeros((*batch, p, p), x.dtype)
+    return jnp.zeros_like(x), square, square, jnp.zeros((*batch, p), x.dtype)
 
 
-def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: jax.Array,
-         nu_b: jax.Array, *, learning_rate: jax.Array, b1: jax.Array, b2: jax.Array,
-         eps: jax.Array, count: jax.Array, retraction: str
-         ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    """One step of ``manifold_adam`` on one leaf; returns ``(w, y, mu, nu_a, nu_b)``.
+def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: jax.Array,
+         nu_a: jax.Array, nu_b: jax.Array, *, learning_rate: jax.Array, b1: jax.Array,
+         b2: jax.Array, eps: jax.Array, count: jax.Array, retraction: str
+         ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+    """One step of ``manifold_adam`` on one leaf; returns ``(w, y, mu, mu_a, nu_a, nu_b)``.
 
     ``w`` is the tangent step ``W`` at ``x``, ``y = Q x`` the point it leads to (equal to
-    :func:`retract` ``(m, x, w)``), and ``mu`` the first moment, rotated by the same ``Q`` in the
-    same low-rank application. ``count`` is the 1-based step number.
+    :func:`retract` ``(m, x, w)``). The first moment ``M = Y A_m + M_B`` is held as its two
+    parts: ``mu_a = A_m`` (p×p, coordinates in the frame, which ``Q`` carries along unchanged:
+    ``Q Y A_m = y A_m``) and ``mu = M_B = Y⊥B_m`` (N×p, orthogonal to ``Y``), rotated by ``Q`` in
+    the same low-rank application as ``Y``. ``count`` is the 1-based step number.
 
-    Every N×p matrix of the step is a combination ``F + Y C`` of an N×p matrix ``F`` already at
-    hand and a p×p coefficient ``C``, so its product with ``Yᵀ`` is ``YᵀF + (YᵀY) C``: p×p
-    algebra on products already formed. The Riemannian gradient is ``Δ = G + Y C_G`` on the frame
-    manifolds (``frame_rgrad``), so the step takes ``Yᵀ`` of ``Y``, ``G`` and ``M`` once and
-    ``Pᵀ`` of ``P`` and ``F_M``, and the ``Y C`` parts of the new moment are added only inside
-    the products with ``Y`` that the step and the rotation make anyway: nine products with an
-    N×p matrix (``YᵀY``, ``YᵀG``, ``YᵀM``, ``B``, ``P``, ``PᵀP``, ``PᵀF_M`` and the rotation's
-    ``[P, Y]`` times 2p columns, the last two of width 2p), and one more for ``W`` where it is
-    used.
+    Held whole, ``M`` would be dominated by ``Y A_m`` wherever the frame block of the moment
+    outweighs the complement's (near convergence), and the step's complement part
+    ``(I - YYᵀ)M D`` would come out of a cancellation: the products of the rotation could then
+    not be combined from smaller ones. With ``M_B`` apart, ``P = (I - ½YYᵀ)W = M_B D_η + Y K``
+    has two nearly orthogonal terms, so ``PᵀP`` and ``PᵀM_B`` follow from ``M_BᵀM_B`` and
+    products already formed, and ``P`` itself is never formed: the rotation's product with
+    ``[P, Y]`` is one with ``[M_B, Y]``. Nine products with an N×p matrix in all (``YᵀY``,
+    ``YᵀG``, ``YᵀM_B``, ``B̃``, ``M_BᵀM_B``, and ``[M_B, Y]`` times 2p columns, counted twice),
+    and one more for ``W`` where it is used.
     """
     y, g, mu = m.to_frame(x), m.to_frame(g), m.to_frame(mu)
     n, p = y.shape[-2:]
@@ -85,35 +91,36 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu_a: j
     if n == p:
         b, yt_b = jnp.zeros_like(f), jnp.zeros_like(yt_delta)
     else:
-        c_b = c_g - yt_delta  # (I - YYᵀ)Δ = F + Y (C_g - YᵀΔ)
+        c_b = c_g - yt_delta  # B̃ = (I - YYᵀ)Δ = F + Y (C_g - YᵀΔ)
         b, yt_b = f + mm(y, c_b), yt_f + mm(gram, c_b)
-    # M ← β₁M + (1 - β₁)(Y A + B) = F_M + Y C_M: Y C_M is folded into the products with Y below.
-    f_mu, c_mu = b1 * mu + (1 - b1) * b, (1 - b1) * a
-    yt_mu = b1 * yt_mu + (1 - b1) * (mm(gram, a) + yt_b)
+    mu, yt_mu = b1 * mu + (1 - b1) * b, b1 * yt_mu + (1 - b1) * yt_b
+    mu_a = b1 * mu_a + (1 - b1) * a
     nu_a = b2 * nu_a + (1 - b2) * a * a
     nu_b = b2 * nu_b + (1 - b2) * jnp.sum(b * b, axis=-2) / max(n - p, 1)
     c1, c2 = 1 - b1**count, 1 - b2**count
-    # W = -η(Y W_A + (M - Y YᵀM) D) = -η(M D + Y (W_A - YᵀM D)), D = diag(1/(c₁(√v̂_B + δ))).
     # A block that does not exist is 0 in M too, but its rounding noise is not: divided by
     # √v̂ + δ = δ it would become a step, so W drops it.
-    w_a = jnp.zeros_like(a) if m.horizontal else (skew(yt_mu) / c1) / (jnp.sqrt(nu_a / c2) + eps)
+    w_a = jnp.zeros_like(a) if m.horizontal else (mu_a / c1) / (jnp.sqrt(nu_a / c2) + eps)
     d = (1 / c1) / (jnp.sqrt(nu_b / c2) + eps)[..., None, :]
     if n == p:
         d = jnp.zeros_like(d)
-    w_coef = -learning_rate * (w_a - yt_mu * d)
-    yt_w = -learning_rate * (yt_mu * d) + mm(gram, w_coef)
-    # M D = F_M D + Y (C_M D): W and P are -η F_M D plus Y times a coefficient.
-    f_w, c_mu_d = -learning_rate * (f_mu * d), -learning_rate * (c_mu * d)
-    w = f_w + mm(y, w_coef + c_mu_d)
-    # P = (I - ½YYᵀ)W of Ω(Y, W) = PYᵀ - YPᵀ (kernels.rotate), in the same form.
-    p_coef = w_coef - 0.5 * yt_w
-    p_ = f_w + mm(y, p_coef + c_mu_d)
-    yt_p = yt_w - 0.5 * mm(gram, yt_w)
-    pt_mu = mm_h(p_, f_mu) + mm(yt_p.mT, c_mu)
-    rotated = rotate_by_products(y, p_, [y, f_mu], yt_p, gram, mm_h(p_, p_), [gram, yt_mu],
-                                 [yt_p.mT, pt_mu], retraction,
-                                 y_coefficient=[jnp.zeros_like(gram), c_mu])
-    return (m.from_frame(w), m.from_frame(rotated[0]), m.from_frame(rotated[1]), nu_a, nu_b)
+    # W = -η(Y W_A + (I - YYᵀ)M_B D) = M_B D_η + Y W_Y with D_η = -ηD: the projection removes
+    # the rounding that has leaked into M_B's frame block, YᵀM_B, at the price of a p×p product.
+    d_eta = -learning_rate * d
+    w_y = -learning_rate * w_a - yt_mu * d_eta
+    # P = (I - ½YYᵀ)W = M_B D_η + Y K (kernels.rotate), and the products of the rotation.
+    k = w_y - 0.5 * (yt_mu * d_eta + mm(gram, w_y))
+    gram_k, kt_yt_mu = mm(gram, k), mm(k.mT, yt_mu)
+    yt_p = yt_mu * d_eta + gram_k
+    pt_mu = d_eta.mT * mm_h(mu, mu) + kt_yt_mu
+    pt_p = pt_mu * d_eta + d_eta.mT * kt_yt_mu.mT + mm(k.mT, gram_k)
+    r_p, r_y = rotation_coefficients(yt_p, gram, pt_p, [gram, yt_mu], [yt_p.mT, pt_mu],
+                                     retraction)
+    # P R_P + Y R_Y = M_B (D_η R_P) + Y (K R_P + R_Y): Q[Y, M_B] without forming P.
+    correction = mm(mu, d_eta.mT * r_p) + mm(y, mm(k, r_p) + r_y)
+    y_new, mu_new = y + correction[..., :p], mu + correction[..., p:]
+    w = mu * d_eta + mm(y, w_y)
+    return (m.from_frame(w), m.from_frame(y_new), m.from_frame(mu_new), mu_a, nu_a, nu_b)
 
 
 def retract(m: AbstractManifold, x: jax.Array, w: jax.Array, retraction: str) -> jax.Array:

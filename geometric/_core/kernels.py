@@ -30,7 +30,7 @@ from jax.typing import DTypeLike
 from rules.internal import eye_like, mm, mm_h
 
 __all__ = ["arctan_sv", "expm", "frobenius_inner", "gram_error", "haar_frame", "phi",
-           "polar_factor", "qr_factor", "rotate", "rotate_by_products", "safe_sqrt", "skew",
+           "polar_factor", "qr_factor", "rotate", "rotation_coefficients", "safe_sqrt", "skew",
            "sym", "sym_eigh", "sym_function"]
 
 
@@ -334,8 +334,8 @@ def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = No
     columns, yt_columns, pt_columns = [y], [gram], [yt_p.mT]
     if z is not None:
         columns, yt_columns, pt_columns = [y, z], [gram, mm_h(y, z)], [yt_p.mT, mm_h(p_, z)]
-    return jnp.concatenate(rotate_by_products(y, p_, columns, yt_p, gram, mm_h(p_, p_),
-                                              yt_columns, pt_columns, method), axis=-1)
+    r_p, r_y = rotation_coefficients(yt_p, gram, mm_h(p_, p_), yt_columns, pt_columns, method)
+    return jnp.concatenate(columns, axis=-1) + (mm(p_, r_p) + mm(y, r_y))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -454,46 +454,35 @@ def _arctan_ratio_slope(u: jax.Array) -> jax.Array:
     return jnp.where(small, series, (1 / (1 + safe) - _arctan_ratio(safe)) / (2 * safe))
 
 
-def rotate_by_products(y: jax.Array, p_: jax.Array, columns: list[jax.Array], yt_p: jax.Array,
-                       gram: jax.Array, pt_p: jax.Array, yt_columns: list[jax.Array],
-                       pt_columns: list[jax.Array], method: str,
-                       y_coefficient: list[jax.Array] | None = None) -> list[jax.Array]:
-    r"""``Q Zᵢ`` for ``Q = cay(Ω)`` or ``exp(Ω)``, ``Ω = PYᵀ - YPᵀ``, from the products given.
+def rotation_coefficients(yt_p: jax.Array, gram: jax.Array, pt_p: jax.Array,
+                          yt_columns: list[jax.Array], pt_columns: list[jax.Array], method: str
+                          ) -> tuple[jax.Array, jax.Array]:
+    r"""``(R_P, R_Y)`` with ``Q Z = Z + P R_P + Y R_Y``, ``Q = cay(Ω)`` or ``exp(Ω)``,
+    ``Ω = PYᵀ - YPᵀ``, from products only.
 
-    :func:`rotate` once ``P = (I - ½YYᵀ)Δ`` is formed, for callers that already hold the
-    products ``YᵀP``, ``YᵀY``, ``PᵀP`` and, for each block ``Zᵢ`` of columns, ``YᵀZᵢ`` and
-    ``PᵀZᵢ``: every block of ``X = VᵀU`` and of ``VᵀZ`` is one of them (or a transpose), so
-    what is left is the 2p×2p ``ψ(X)`` and one product with ``U``. With ``y_coefficient``
-    (p×kᵢ matrices ``Cᵢ``) the blocks are ``Zᵢ = columns[i] + Y Cᵢ``, their ``Y Cᵢ`` added
-    inside that product; ``yt_columns`` and ``pt_columns`` are then those of ``Zᵢ``.
+    :func:`rotate` once ``P = (I - ½YYᵀ)Δ`` is formed, for callers that hold the products
+    ``YᵀP``, ``YᵀY``, ``PᵀP`` and, for each block ``Zᵢ`` of the columns ``Z`` to rotate,
+    ``YᵀZᵢ`` and ``PᵀZᵢ``: every block of ``X = VᵀU`` and of ``VᵀZ`` is one of them (or a
+    transpose), so what is left is the 2p×2p ``ψ(X)`` here and one product with ``U = [P, Y]``,
+    the caller's (``optim.manifold_adam`` applies it to ``P``'s own factors).
     """
-    p = y.shape[-1]
+    p = yt_p.shape[-1]
     c_y, c_p = jnp.concatenate(yt_columns, axis=-1), jnp.concatenate(pt_columns, axis=-1)
     if method == "cayley":
         # Ω = UVᵀ with U = [P, Y], V = [Y, -P]; (I - ½UVᵀ)⁻¹U = U(I - ½X)⁻¹ (push-through), so
         # cay(Ω)Z = Z + U(I - ½X)⁻¹VᵀZ, the 2p×2p solve done on p×p blocks.
-        r_p, r_y = _cayley_blocks(yt_p, gram, pt_p, c_y, -c_p)
-    else:
-        # Balanced factors Ω = [P, sY][Y, -P/s]ᵀ: with s ≈ ‖P‖_F (a power of two, so scaling is
-        # exact) every block of X = VᵀU is of the size of the step, instead of X holding
-        # YᵀY = I. That keeps φ's scaling and squaring short for small steps. Q does not
-        # depend on s, so no derivative flows through it.
-        norm = lax.stop_gradient(jnp.sqrt(jnp.trace(pt_p, axis1=-2, axis2=-1)))[..., None, None]
-        s = jnp.where(norm > 0, jnp.exp2(jnp.round(jnp.log2(norm))), 1).astype(y.dtype)
-        x = jnp.concatenate([jnp.concatenate([yt_p, s * gram], axis=-1),
-                             jnp.concatenate([-pt_p / s, -yt_p.mT], axis=-1)], axis=-2)
-        # exp(UVᵀ) = I + Uφ(VᵀU)Vᵀ, from (UVᵀ)^k = U X^{k-1} Vᵀ.
-        r = mm(phi(x), jnp.concatenate([c_y, -c_p / s], axis=-2))
-        r_p, r_y = r[..., :p, :], s * r[..., p:, :]
-    if y_coefficient is not None:
-        r_y = r_y + jnp.concatenate(y_coefficient, axis=-1)
-    correction = mm(p_, r_p) + mm(y, r_y)
-    out, start = [], 0
-    for z in columns:
-        k = z.shape[-1]
-        out.append(z + correction[..., start:start + k])
-        start += k
-    return out
+        return _cayley_blocks(yt_p, gram, pt_p, c_y, -c_p)
+    # Balanced factors Ω = [P, sY][Y, -P/s]ᵀ: with s ≈ ‖P‖_F (a power of two, so scaling is
+    # exact) every block of X = VᵀU is of the size of the step, instead of X holding
+    # YᵀY = I. That keeps φ's scaling and squaring short for small steps. Q does not
+    # depend on s, so no derivative flows through it.
+    norm = lax.stop_gradient(jnp.sqrt(jnp.trace(pt_p, axis1=-2, axis2=-1)))[..., None, None]
+    s = jnp.where(norm > 0, jnp.exp2(jnp.round(jnp.log2(norm))), 1).astype(yt_p.dtype)
+    x = jnp.concatenate([jnp.concatenate([yt_p, s * gram], axis=-1),
+                         jnp.concatenate([-pt_p / s, -yt_p.mT], axis=-1)], axis=-2)
+    # exp(UVᵀ) = I + Uφ(VᵀU)Vᵀ, from (UVᵀ)^k = U X^{k-1} Vᵀ.
+    r = mm(phi(x), jnp.concatenate([c_y, -c_p / s], axis=-2))
+    return r[..., :p, :], s * r[..., p:, :]
 
 
 def _cayley_blocks(t: jax.Array, gram: jax.Array, s: jax.Array, c1: jax.Array, c2: jax.Array

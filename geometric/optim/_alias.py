@@ -247,7 +247,9 @@ def global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifolds: Manifo
     ``Y⊥`` and O(N²p) work per step. ``v^B`` here is its average over that random basis — for the
     same gradients, the mean square of each column of ``B`` — and does not depend on the basis.
     With this ``v^B`` a dense implementation that stores ``λ`` gives the same iterates (to 1e-10
-    in the tests). State per leaf: ``M`` (shape of the parameter), ``v^A`` (p×p), ``v^B`` (p).
+    in the tests). State per leaf: ``M`` as its frame block ``A_m = YᵀM`` (p×p), which the
+    rotation leaves unchanged, and its complement part ``(I − YYᵀ)M`` (shape of the parameter,
+    rotated with the point); ``v^A`` (p×p); ``v^B`` (p).
 
     Manifolds: :class:`~geometric.Stiefel` (the metric's Riemannian gradient is used; Adam's
     normalisation makes the canonical and Euclidean ones give the same step up to ``δ``),

@@ -179,7 +179,8 @@ class ManifoldAdamState(NamedTuple):
     """State of :func:`scale_by_global_tangent_adam`."""
 
     count: jax.Array  # type: ignore[assignment]  # shape=(), int32: updates so far
-    mu: optax.Updates  # like params: first moment λ[A_m; B_m] as an N×p matrix, rotated
+    mu: optax.Updates  # like params: the first moment's complement part Y⊥B_m, rotated
+    mu_a: optax.Updates  # (..., p, p) per manifold leaf: the first moment's frame block A_m
     nu_a: optax.Updates  # (..., p, p) per manifold leaf: second moment of A (elementwise)
     nu_b: optax.Updates  # (..., p) per manifold leaf: second moment of B (mean square per column)
     euclidean: optax.OptState  # optax.adam's state for the Euclidean leaves
@@ -237,8 +238,8 @@ def global_tangent_transform(fname: str, learning_rate: optax.ScalarOrSchedule,
         check_frames(fname, [m for m in r.manifolds if m is not None])
         if retract_too:
             check_start(fname, r, params)
-        mu, nu_a, nu_b = map_manifolds(r, _global_tangent.init_moments, params, outputs=3)
-        return ManifoldAdamState(jnp.zeros([], jnp.int32), mu, nu_a, nu_b,
+        mu, mu_a, nu_a, nu_b = map_manifolds(r, _global_tangent.init_moments, params, outputs=4)
+        return ManifoldAdamState(jnp.zeros([], jnp.int32), mu, mu_a, nu_a, nu_b,
                                  init_euclidean(r, euclidean, params))
 
     def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
@@ -247,19 +248,19 @@ def global_tangent_transform(fname: str, learning_rate: optax.ScalarOrSchedule,
         count = state.count + 1
 
         def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array,
-                 nu_a: jax.Array, nu_b: jax.Array) -> tuple[jax.Array, ...]:
+                 mu_a: jax.Array, nu_a: jax.Array, nu_b: jax.Array) -> tuple[jax.Array, ...]:
             lr, beta1, beta2, delta = _cast(x, _value(learning_rate, state.count), b1, b2, eps)
-            w, y, mu, nu_a, nu_b = _global_tangent.step(
-                m, x, g, mu, nu_a, nu_b, learning_rate=lr, b1=beta1, b2=beta2, eps=delta,
+            w, y, mu, mu_a, nu_a, nu_b = _global_tangent.step(
+                m, x, g, mu, mu_a, nu_a, nu_b, learning_rate=lr, b1=beta1, b2=beta2, eps=delta,
                 count=count, retraction=retraction)
             if retract_too:
                 w = stabilize(m, y, count, stabilize_every, False) - x
-            return w, mu, nu_a, nu_b
+            return w, mu, mu_a, nu_a, nu_b
 
-        out, mu, nu_a, nu_b = map_manifolds(r, leaf, params, updates, state.mu, state.nu_a,
-                                            state.nu_b, outputs=4)
+        out, mu, mu_a, nu_a, nu_b = map_manifolds(r, leaf, params, updates, state.mu,
+                                                  state.mu_a, state.nu_a, state.nu_b, outputs=5)
         e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
-        return r.merge(out, e_updates), ManifoldAdamState(count, mu, nu_a, nu_b, e_state)
+        return r.merge(out, e_updates), ManifoldAdamState(count, mu, mu_a, nu_a, nu_b, e_state)
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
