@@ -107,11 +107,12 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     # W = -η(Y W_A + (I - YYᵀ)M_B D) = M_B D_η + Y W_Y with D_η = -ηD: the projection removes
     # the rounding that has leaked into M_B's frame block, YᵀM_B, at the price of a p×p product.
     d_eta = -learning_rate * d
-    w_y = -learning_rate * w_a - yt_mu * d_eta
+    yt_mu_d = yt_mu * d_eta  # YᵀM_B D_η, in YᵀW, K and YᵀP
+    w_y = -learning_rate * w_a - yt_mu_d
     # P = (I - ½YYᵀ)W = M_B D_η + Y K (kernels.rotate), and the products of the rotation.
-    k = w_y - 0.5 * (yt_mu * d_eta + mm(gram, w_y))
+    k = w_y - 0.5 * (yt_mu_d + mm(gram, w_y))
     gram_k, kt_yt_mu = mm(gram, k), mm(k.mT, yt_mu)
-    yt_p = yt_mu * d_eta + gram_k
+    yt_p = yt_mu_d + gram_k
     pt_mu = d_eta.mT * mm_h(mu, mu) + kt_yt_mu
     pt_p = pt_mu * d_eta + d_eta.mT * kt_yt_mu.mT + mm(k.mT, gram_k)
     r_p, r_y = rotation_coefficients(yt_p, gram, pt_p, [gram, yt_mu], [yt_p.mT, pt_mu],
