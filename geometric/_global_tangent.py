@@ -38,7 +38,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rules.internal import mm, mm_h
+from rules.internal import eye_like, mm, mm_h
 
 from ._core.kernels import rotate, rotation_coefficients, skew
 from ._core.manifold import AbstractManifold
@@ -65,35 +65,37 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     """One step of ``manifold_adam`` on one leaf; returns ``(w, y, mu, mu_a, nu_a, nu_b)``.
 
     ``w`` is the tangent step ``W`` at ``x``, ``y = Q x`` the point it leads to (equal to
-    :func:`retract` ``(m, x, w)``). The first moment ``M = Y A_m + M_B`` is held as its two
-    parts: ``mu_a = A_m`` (p×p, coordinates in the frame, which ``Q`` carries along unchanged:
-    ``Q Y A_m = y A_m``) and ``mu = M_B = Y⊥B_m`` (N×p, orthogonal to ``Y``), rotated by ``Q`` in
-    the same low-rank application as ``Y``. ``count`` is the 1-based step number.
+    :func:`retract` ``(m, x, w)`` up to rounding). The first moment ``M = Y A_m + M_B`` is held as
+    its two parts: ``mu_a = A_m`` (p×p, coordinates in the frame, which ``Q`` carries along
+    unchanged: ``Q Y A_m = y A_m``) and ``mu = M_B = Y⊥B_m`` (N×p, orthogonal to ``Y``), rotated
+    by ``Q`` with ``Y``: ``Q[Y, M_B] = [Y, M_B](I + R)`` for a 2p×2p ``R``. ``count`` is the
+    1-based step number.
 
     Held whole, ``M`` would be dominated by ``Y A_m`` wherever the frame block of the moment
     outweighs the complement's (near convergence), and the step's complement part
-    ``(I - YYᵀ)M D`` would come out of a cancellation: the products of the rotation could then
-    not be combined from smaller ones. With ``M_B`` apart, ``P = (I - ½YYᵀ)W = M_B D_η + Y K``
-    has two nearly orthogonal terms, so ``PᵀP`` and ``PᵀM_B`` follow from ``M_BᵀM_B`` and
-    products already formed, and ``P`` itself is never formed: the rotation's product with
-    ``[P, Y]`` is one with ``[M_B, Y]``. Nine products with an N×p matrix in all (``YᵀY``,
-    ``YᵀG``, ``YᵀM_B``, ``B̃``, ``M_BᵀM_B``, and ``[M_B, Y]`` times 2p columns, counted twice),
-    and one more for ``W`` where it is used.
+    ``(I - YYᵀ)M D`` would come out of a cancellation. With ``M_B`` apart,
+    ``P = (I - ½YYᵀ)W = M_B D_η + Y K`` has two nearly orthogonal terms, so ``PᵀP`` and ``PᵀM_B``
+    follow from ``M_BᵀM_B`` and products already formed, and ``P`` itself is never formed.
+    ``Y`` is orthonormal to working precision (re-projected every ``stabilize_every`` updates),
+    and the p×p algebra takes ``YᵀY = I``: that changes ``Q`` by ``O(‖YᵀY - I‖‖W‖)``, below the
+    rounding of the update itself. Eight products with an N×p matrix in all (``YᵀG``, ``B̃``,
+    ``[Y, M_B]ᵀM_B`` counted twice, ``[Y, M_B] R`` four times), and one more for ``W`` where
+    it is used (``docs/derivations/optimizers.md#global-tangent-cost``).
     """
     y, g, mu = m.to_frame(x), m.to_frame(g), m.to_frame(mu)
     n, p = y.shape[-2:]
-    gram, yt_mu = mm_h(y, y), mm_h(y, mu)  # one copy of Yᵀ with YᵀG (XLA's CSE)
     f, yt_f, c_g = m.frame_rgrad(y, g, mm_h(y, g))  # Δ = F + Y C_g
-    yt_delta = yt_f + mm(gram, c_g)
+    yt_delta = yt_f + c_g
     # The blocks of g^hor that exist: a horizontal space (Grassmann) has no A, O(n) has no B.
     # Their rounding noise would otherwise be amplified by Adam's normalisation into a real step.
     a = jnp.zeros_like(yt_delta) if m.horizontal else skew(yt_delta)
-    if n == p:
-        b, yt_b = jnp.zeros_like(f), jnp.zeros_like(yt_delta)
-    else:
-        c_b = c_g - yt_delta  # B̃ = (I - YYᵀ)Δ = F + Y (C_g - YᵀΔ)
-        b, yt_b = f + mm(y, c_b), yt_f + mm(gram, c_b)
-    mu, yt_mu = b1 * mu + (1 - b1) * b, b1 * yt_mu + (1 - b1) * yt_b
+    b = jnp.zeros_like(f) if n == p else f + mm(y, c_g - yt_delta)  # B̃ = (I - YYᵀ)Δ
+    mu = b1 * mu + (1 - b1) * b
+    # YᵀM_B as a product rather than a combination of earlier ones: B̃'s frame block is a
+    # cancellation, which a product gets to the rounding of M_B, not of the gradient.
+    frame = jnp.concatenate([y, mu], axis=-1)
+    products = mm_h(frame, mu)
+    yt_mu, mu_t_mu = products[..., :p, :], products[..., p:, :]
     mu_a = b1 * mu_a + (1 - b1) * a
     nu_a = b2 * nu_a + (1 - b2) * a * a
     nu_b = b2 * nu_b + (1 - b2) * jnp.sum(b * b, axis=-2) / max(n - p, 1)
@@ -107,21 +109,22 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     # W = -η(Y W_A + (I - YYᵀ)M_B D) = M_B D_η + Y W_Y with D_η = -ηD: the projection removes
     # the rounding that has leaked into M_B's frame block, YᵀM_B, at the price of a p×p product.
     d_eta = -learning_rate * d
-    yt_mu_d = yt_mu * d_eta  # YᵀM_B D_η, in YᵀW, K and YᵀP
+    yt_mu_d = yt_mu * d_eta  # YᵀM_B D_η
     w_y = -learning_rate * w_a - yt_mu_d
-    # P = (I - ½YYᵀ)W = M_B D_η + Y K (kernels.rotate), and the products of the rotation.
-    k = w_y - 0.5 * (yt_mu_d + mm(gram, w_y))
-    gram_k, kt_yt_mu = mm(gram, k), mm(k.mT, yt_mu)
-    yt_p = yt_mu_d + gram_k
-    pt_mu = d_eta.mT * mm_h(mu, mu) + kt_yt_mu
-    pt_p = pt_mu * d_eta + d_eta.mT * kt_yt_mu.mT + mm(k.mT, gram_k)
-    r_p, r_y = rotation_coefficients(yt_p, gram, pt_p, [gram, yt_mu], [yt_p.mT, pt_mu],
+    # P = (I - ½YYᵀ)W = M_B D_η + Y K, K = W_Y - ½YᵀW (kernels.rotate), and the products of
+    # the rotation.
+    k = 0.5 * (w_y - yt_mu_d)
+    kt_yt_mu = mm(k.mT, yt_mu)
+    yt_p = yt_mu_d + k
+    pt_mu = d_eta.mT * mu_t_mu + kt_yt_mu
+    pt_p = pt_mu * d_eta + d_eta.mT * kt_yt_mu.mT + mm(k.mT, k)
+    r_p, r_y = rotation_coefficients(yt_p, pt_p, [eye_like(k), yt_mu], [yt_p.mT, pt_mu],
                                      retraction)
-    # P R_P + Y R_Y = M_B (D_η R_P) + Y (K R_P + R_Y): Q[Y, M_B] without forming P.
-    correction = mm(mu, d_eta.mT * r_p) + mm(y, mm(k, r_p) + r_y)
-    y_new, mu_new = y + correction[..., :p], mu + correction[..., p:]
+    # P R_P + Y R_Y = [Y, M_B] [K R_P + R_Y; D_η R_P]: Q[Y, M_B] without forming P.
+    rotated = frame + mm(frame, jnp.concatenate([mm(k, r_p) + r_y, d_eta.mT * r_p], axis=-2))
     w = mu * d_eta + mm(y, w_y)
-    return (m.from_frame(w), m.from_frame(y_new), m.from_frame(mu_new), mu_a, nu_a, nu_b)
+    return (m.from_frame(w), m.from_frame(rotated[..., :p]), m.from_frame(rotated[..., p:]),
+            mu_a, nu_a, nu_b)
 
 
 def retract(m: AbstractManifold, x: jax.Array, w: jax.Array, retraction: str) -> jax.Array:

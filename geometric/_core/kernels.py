@@ -334,7 +334,7 @@ def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = No
     columns, yt_columns, pt_columns = [y], [gram], [yt_p.mT]
     if z is not None:
         columns, yt_columns, pt_columns = [y, z], [gram, mm_h(y, z)], [yt_p.mT, mm_h(p_, z)]
-    r_p, r_y = rotation_coefficients(yt_p, gram, mm_h(p_, p_), yt_columns, pt_columns, method)
+    r_p, r_y = rotation_coefficients(yt_p, mm_h(p_, p_), yt_columns, pt_columns, method, gram)
     return jnp.concatenate(columns, axis=-1) + (mm(p_, r_p) + mm(y, r_y))
 
 
@@ -454,17 +454,18 @@ def _arctan_ratio_slope(u: jax.Array) -> jax.Array:
     return jnp.where(small, series, (1 / (1 + safe) - _arctan_ratio(safe)) / (2 * safe))
 
 
-def rotation_coefficients(yt_p: jax.Array, gram: jax.Array, pt_p: jax.Array,
-                          yt_columns: list[jax.Array], pt_columns: list[jax.Array], method: str
+def rotation_coefficients(yt_p: jax.Array, pt_p: jax.Array, yt_columns: list[jax.Array],
+                          pt_columns: list[jax.Array], method: str, gram: jax.Array | None = None
                           ) -> tuple[jax.Array, jax.Array]:
     r"""``(R_P, R_Y)`` with ``Q Z = Z + P R_P + Y R_Y``, ``Q = cay(Ω)`` or ``exp(Ω)``,
     ``Ω = PYᵀ - YPᵀ``, from products only.
 
     :func:`rotate` once ``P = (I - ½YYᵀ)Δ`` is formed, for callers that hold the products
-    ``YᵀP``, ``YᵀY``, ``PᵀP`` and, for each block ``Zᵢ`` of the columns ``Z`` to rotate,
-    ``YᵀZᵢ`` and ``PᵀZᵢ``: every block of ``X = VᵀU`` and of ``VᵀZ`` is one of them (or a
-    transpose), so what is left is the 2p×2p ``ψ(X)`` here and one product with ``U = [P, Y]``,
-    the caller's (``optim.manifold_adam`` applies it to ``P``'s own factors).
+    ``YᵀP``, ``PᵀP``, ``YᵀY`` (``gram``; None takes it as ``I``) and, for each block ``Zᵢ`` of
+    the columns ``Z`` to rotate, ``YᵀZᵢ`` and ``PᵀZᵢ``: every block of ``X = VᵀU`` and of
+    ``VᵀZ`` is one of them (or a transpose), so what is left is the 2p×2p ``ψ(X)`` here and one
+    product with ``U = [P, Y]``, the caller's (``optim.manifold_adam`` applies it to ``P``'s own
+    factors).
     """
     p = yt_p.shape[-1]
     c_y, c_p = jnp.concatenate(yt_columns, axis=-1), jnp.concatenate(pt_columns, axis=-1)
@@ -478,16 +479,18 @@ def rotation_coefficients(yt_p: jax.Array, gram: jax.Array, pt_p: jax.Array,
     # depend on s, so no derivative flows through it.
     norm = lax.stop_gradient(jnp.sqrt(jnp.trace(pt_p, axis1=-2, axis2=-1)))[..., None, None]
     s = jnp.where(norm > 0, jnp.exp2(jnp.round(jnp.log2(norm))), 1).astype(yt_p.dtype)
-    x = jnp.concatenate([jnp.concatenate([yt_p, s * gram], axis=-1),
+    s_gram = s * (eye_like(yt_p) if gram is None else gram)
+    x = jnp.concatenate([jnp.concatenate([yt_p, s_gram], axis=-1),
                          jnp.concatenate([-pt_p / s, -yt_p.mT], axis=-1)], axis=-2)
     # exp(UVᵀ) = I + Uφ(VᵀU)Vᵀ, from (UVᵀ)^k = U X^{k-1} Vᵀ.
     r = mm(phi(x), jnp.concatenate([c_y, -c_p / s], axis=-2))
     return r[..., :p, :], s * r[..., p:, :]
 
 
-def _cayley_blocks(t: jax.Array, gram: jax.Array, s: jax.Array, c1: jax.Array, c2: jax.Array
-                   ) -> tuple[jax.Array, jax.Array]:
-    r"""``(r₁, r₂)`` with ``(I - ½X)[r₁; r₂] = [c₁; c₂]``, ``X = [[T, G], [-S, -Tᵀ]]``.
+def _cayley_blocks(t: jax.Array, gram: jax.Array | None, s: jax.Array, c1: jax.Array,
+                   c2: jax.Array) -> tuple[jax.Array, jax.Array]:
+    r"""``(r₁, r₂)`` with ``(I - ½X)[r₁; r₂] = [c₁; c₂]``, ``X = [[T, G], [-S, -Tᵀ]]``
+    (``gram = G``; None for ``I``).
 
     By the Schur complement of ``I + ½Tᵀ``: with ``[K_S, K_c] = (I + ½Tᵀ)⁻¹[½S, c₂]``,
 
@@ -501,7 +504,7 @@ def _cayley_blocks(t: jax.Array, gram: jax.Array, s: jax.Array, c1: jax.Array, c
     """
     p = t.shape[-1]
     k = _neumann_solve(-0.5 * t.mT, jnp.concatenate([0.5 * s, c2], axis=-1))
-    g_k = mm(gram, k)
+    g_k = k if gram is None else mm(gram, k)
     r1 = _neumann_solve(0.5 * (t - g_k[..., :p]), c1 + 0.5 * g_k[..., p:])
     return r1, k[..., p:] - mm(k[..., :p], r1)
 
