@@ -114,10 +114,10 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     # P = (I - ½YYᵀ)W = M_B D_η + Y K, K = W_Y - ½YᵀW (kernels.rotate), and the products of
     # the rotation.
     k = 0.5 * (w_y - yt_mu_d)
-    kt_yt_mu = mm(k.mT, yt_mu)
+    kt_yt_mu = mm_h(k, yt_mu)
     yt_p = yt_mu_d + k
     pt_mu = d_eta.mT * mu_t_mu + kt_yt_mu
-    pt_p = pt_mu * d_eta + d_eta.mT * kt_yt_mu.mT + mm(k.mT, k)
+    pt_p = pt_mu * d_eta + d_eta.mT * kt_yt_mu.mT + mm_h(k, k)
     r_p, r_y = rotation_coefficients(yt_p, pt_p, [eye_like(k), yt_mu], [yt_p.mT, pt_mu],
                                      retraction)
     # P R_P + Y R_Y = [Y, M_B] [K R_P + R_Y; D_η R_P]: Q[Y, M_B] without forming P.

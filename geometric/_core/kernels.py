@@ -319,22 +319,25 @@ def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = No
     Args:
       y: a point, shape ``(..., n, p)``.
       delta: shape ``(..., n, p)``; only its tangent part ``Y skew(YᵀΔ) + (I - YYᵀ)Δ`` enters Ω.
-      method: ``"cayley"`` (``ψ(X) = (I - ½X)⁻¹``, one 2p×2p solve,
-        by p×p blocks: :func:`_cayley_blocks`) or ``"exp"``
-        (``ψ = φ``, :func:`phi`).
+      method: ``"cayley"`` (``ψ(X) = (I - ½X)⁻¹``, one 2p×2p solve, by a p×p one:
+        :func:`_cayley_blocks`) or ``"exp"`` (``ψ = φ``, :func:`phi`).
       z: optional further columns to rotate, shape ``(..., n, k)``.
 
     Returns:
       ``Q [y, z]``, shape ``(..., n, p + k)`` (``Q y`` when ``z`` is None). Written as the input
       plus a correction, so the rounding error of a small step is relative to the step.
+      ``YᵀY = I`` is taken in the 2p×2p algebra (a point is orthonormal to working precision):
+      the rotation then moves by ``O(‖YᵀY - I‖‖Δ‖)``, below the rounding of the correction
+      (``docs/derivations/optimizers.md#global-tangent-cost``).
     """
-    gram, yt_delta = mm_h(y, y), mm_h(y, delta)
+    yt_delta = mm_h(y, delta)
     p_ = delta - 0.5 * mm(y, yt_delta)
-    yt_p = yt_delta - 0.5 * mm(gram, yt_delta)
-    columns, yt_columns, pt_columns = [y], [gram], [yt_p.mT]
+    yt_p = 0.5 * yt_delta
+    eye = eye_like(yt_p)
+    columns, yt_columns, pt_columns = [y], [eye], [yt_p.mT]
     if z is not None:
-        columns, yt_columns, pt_columns = [y, z], [gram, mm_h(y, z)], [yt_p.mT, mm_h(p_, z)]
-    r_p, r_y = rotation_coefficients(yt_p, mm_h(p_, p_), yt_columns, pt_columns, method, gram)
+        columns, yt_columns, pt_columns = [y, z], [eye, mm_h(y, z)], [yt_p.mT, mm_h(p_, z)]
+    r_p, r_y = rotation_coefficients(yt_p, mm_h(p_, p_), yt_columns, pt_columns, method)
     return jnp.concatenate(columns, axis=-1) + (mm(p_, r_p) + mm(y, r_y))
 
 
@@ -455,58 +458,56 @@ def _arctan_ratio_slope(u: jax.Array) -> jax.Array:
 
 
 def rotation_coefficients(yt_p: jax.Array, pt_p: jax.Array, yt_columns: list[jax.Array],
-                          pt_columns: list[jax.Array], method: str, gram: jax.Array | None = None
+                          pt_columns: list[jax.Array], method: str
                           ) -> tuple[jax.Array, jax.Array]:
     r"""``(R_P, R_Y)`` with ``Q Z = Z + P R_P + Y R_Y``, ``Q = cay(Ω)`` or ``exp(Ω)``,
-    ``Ω = PYᵀ - YPᵀ``, from products only.
+    ``Ω = PYᵀ - YPᵀ``, from products only, for an orthonormal ``Y`` (``YᵀY = I``).
 
     :func:`rotate` once ``P = (I - ½YYᵀ)Δ`` is formed, for callers that hold the products
-    ``YᵀP``, ``PᵀP``, ``YᵀY`` (``gram``; None takes it as ``I``) and, for each block ``Zᵢ`` of
-    the columns ``Z`` to rotate, ``YᵀZᵢ`` and ``PᵀZᵢ``: every block of ``X = VᵀU`` and of
-    ``VᵀZ`` is one of them (or a transpose), so what is left is the 2p×2p ``ψ(X)`` here and one
-    product with ``U = [P, Y]``, the caller's (``optim.manifold_adam`` applies it to ``P``'s own
-    factors).
+    ``YᵀP``, ``PᵀP`` and, for each block ``Zᵢ`` of the columns ``Z`` to rotate, ``YᵀZᵢ`` and
+    ``PᵀZᵢ``: every block of ``X = VᵀU`` and of ``VᵀZ`` is one of them (or a transpose, or
+    ``YᵀY = I``), so what is left is the 2p×2p ``ψ(X)`` here and one product with ``U = [P, Y]``,
+    the caller's (``optim.manifold_adam`` applies it to ``P``'s own factors).
     """
     p = yt_p.shape[-1]
     c_y, c_p = jnp.concatenate(yt_columns, axis=-1), jnp.concatenate(pt_columns, axis=-1)
     if method == "cayley":
         # Ω = UVᵀ with U = [P, Y], V = [Y, -P]; (I - ½UVᵀ)⁻¹U = U(I - ½X)⁻¹ (push-through), so
-        # cay(Ω)Z = Z + U(I - ½X)⁻¹VᵀZ, the 2p×2p solve done on p×p blocks.
-        return _cayley_blocks(yt_p, gram, pt_p, c_y, -c_p)
+        # cay(Ω)Z = Z + U(I - ½X)⁻¹VᵀZ, the 2p×2p solve done by one p×p solve.
+        return _cayley_blocks(yt_p, pt_p, c_y, -c_p)
     # Balanced factors Ω = [P, sY][Y, -P/s]ᵀ: with s ≈ ‖P‖_F (a power of two, so scaling is
     # exact) every block of X = VᵀU is of the size of the step, instead of X holding
     # YᵀY = I. That keeps φ's scaling and squaring short for small steps. Q does not
     # depend on s, so no derivative flows through it.
     norm = lax.stop_gradient(jnp.sqrt(jnp.trace(pt_p, axis1=-2, axis2=-1)))[..., None, None]
     s = jnp.where(norm > 0, jnp.exp2(jnp.round(jnp.log2(norm))), 1).astype(yt_p.dtype)
-    s_gram = s * (eye_like(yt_p) if gram is None else gram)
-    x = jnp.concatenate([jnp.concatenate([yt_p, s_gram], axis=-1),
+    x = jnp.concatenate([jnp.concatenate([yt_p, s * eye_like(yt_p)], axis=-1),
                          jnp.concatenate([-pt_p / s, -yt_p.mT], axis=-1)], axis=-2)
     # exp(UVᵀ) = I + Uφ(VᵀU)Vᵀ, from (UVᵀ)^k = U X^{k-1} Vᵀ.
     r = mm(phi(x), jnp.concatenate([c_y, -c_p / s], axis=-2))
     return r[..., :p, :], s * r[..., p:, :]
 
 
-def _cayley_blocks(t: jax.Array, gram: jax.Array | None, s: jax.Array, c1: jax.Array,
-                   c2: jax.Array) -> tuple[jax.Array, jax.Array]:
-    r"""``(r₁, r₂)`` with ``(I - ½X)[r₁; r₂] = [c₁; c₂]``, ``X = [[T, G], [-S, -Tᵀ]]``
-    (``gram = G``; None for ``I``).
+def _cayley_blocks(t: jax.Array, s: jax.Array, c1: jax.Array, c2: jax.Array
+                   ) -> tuple[jax.Array, jax.Array]:
+    r"""``(r₁, r₂)`` with ``(I - ½X)[r₁; r₂] = [c₁; c₂]``, ``X = [[T, I], [-S, -Tᵀ]]``.
 
-    By the Schur complement of ``I + ½Tᵀ``: with ``[K_S, K_c] = (I + ½Tᵀ)⁻¹[½S, c₂]``,
+    The first block row gives ``r₂ = 2h - T r₁`` with ``h = r₁ - c₁``; the second then reads
 
     .. math::
-        (I - \tfrac12 T + \tfrac12 G K_S)\, r_1 = c_1 + \tfrac12 G K_c, \qquad
-        r_2 = K_c - K_S r_1 .
+        2(I - Z)\,h = c_2 + (T^T + 2Z)\,c_1, \qquad
+        Z = 	frac12(T - T^T) + 	frac14(T^TT - S) .
 
-    Two p×p solves instead of one 2p×2p: an eighth of the flops per product. For the Cayley
-    transform of a step ``T = YᵀP`` is (nearly) skew, so ``I + ½Tᵀ`` is well conditioned and
-    both matrices are the identity up to the size of the step: :func:`_neumann_solve`.
+    One p×p solve instead of a 2p×2p one, and every term is of the size of the step (no
+    cancellation in ``r₂``). For the Cayley transform of a step, ``T = YᵀP`` and ``S = PᵀP``,
+    ``S - TᵀT = Pᵀ(I - YYᵀ)P`` is positive semidefinite: ``I - Z`` is the identity plus a skew
+    matrix plus a positive semidefinite one, so ``‖(I - Z)⁻¹‖₂ ≤ 1`` for a step of any size,
+    and for a step of moderate size :func:`_neumann_solve` takes its series.
     """
-    p = t.shape[-1]
-    k = _neumann_solve(-0.5 * t.mT, jnp.concatenate([0.5 * s, c2], axis=-1))
-    g_k = k if gram is None else mm(gram, k)
-    r1 = _neumann_solve(0.5 * (t - g_k[..., :p]), c1 + 0.5 * g_k[..., p:])
-    return r1, k[..., p:] - mm(k[..., :p], r1)
+    z = 0.5 * (t - t.mT) + 0.25 * (mm_h(t, t) - s)
+    h = _neumann_solve(z, 0.5 * (c2 + mm(t.mT + 2 * z, c1)))
+    r1 = c1 + h
+    return r1, 2 * h - mm(t, r1)
 
 
 # (I - Z)⁻¹C = Σ_k Z^k C = Π_{j<m} (I + Z^{2^j}) C up to the terms k ≥ 2^m, Z^{2^m}(I - Z)⁻¹C,
