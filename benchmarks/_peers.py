@@ -3,7 +3,7 @@
 PyTorch and geoopt live in a separate environment (``make peers`` creates ``.venv-peers``: CPU
 ``torch==2.13.0`` and ``geoopt``), never a dependency of ours. :class:`Peers` starts
 ``benchmarks/_peer_worker.py`` there and talks to it over a pipe; :func:`alternate` times one of
-our functions and the peer's case in turn, round after round, so a slow phase of a shared machine
+our functions (:func:`alternate_many` several) and the peer's case in turn, round after round, so a slow phase of a shared machine
 hits both sides alike. PyTorch runs at 1 and at 2 threads; the faster counts as its time.
 """
 from __future__ import annotations
@@ -62,18 +62,30 @@ class Peers:
 
 def alternate(peers: Peers, case: int, ours: Callable, args: tuple, *, rounds: int = 4,
               budget: float = 0.25) -> tuple[float, dict[int, float]]:
-    """Our median and the peer's per thread count, measured in turn ``rounds`` times.
+    """Our median and the peer's per thread count, measured in turn ``rounds`` times
+    (:func:`alternate_many` with one function of ours)."""
+    (mine,), theirs = alternate_many(peers, case, [ours], [args], rounds=rounds, budget=budget)
+    return mine, theirs
 
-    Each round times ours (:func:`interleaved`, ``budget`` seconds) and the peer at each thread
-    count (``budget`` seconds each), the order reversed every other round; the results are the
-    medians over the rounds.
+
+def alternate_many(peers: Peers, case: int, ours: list[Callable], args: list[tuple], *,
+                   rounds: int = 4, budget: float = 0.25
+                   ) -> tuple[list[float], dict[int, float]]:
+    """Our medians (one per function, ``args[i]`` for ``ours[i]``) and the peer's per thread
+    count, measured in turn ``rounds`` times.
+
+    Each round times each of ours (:func:`interleaved`, ``budget`` seconds) and the peer at each
+    thread count (``budget`` seconds each), the order reversed every other round; the results are
+    the medians over the rounds.
     """
-    mine, theirs = [], {t: [] for t in THREADS}
+    mine: list[list[float]] = [[] for _ in ours]
+    theirs: dict[int, list[float]] = {t: [] for t in THREADS}
     for r in range(rounds):
-        steps = [("ours", None)] + [("peer", t) for t in THREADS]
-        for side, t in (steps if r % 2 == 0 else steps[::-1]):
+        steps = [("ours", i) for i in range(len(ours))] + [("peer", t) for t in THREADS]
+        for side, i in (steps if r % 2 == 0 else steps[::-1]):
             if side == "ours":
-                mine.append(interleaved([ours], args, budget=budget, min_samples=3)[0][0])
+                mine[i].append(interleaved([ours[i]], args[i], budget=budget, min_samples=3)[0][0])
             else:
-                theirs[t].append(peers.time(case, t, budget))
-    return statistics.median(mine), {t: statistics.median(v) for t, v in theirs.items()}
+                theirs[i].append(peers.time(case, i, budget))
+    return ([statistics.median(v) for v in mine],
+            {t: statistics.median(v) for t, v in theirs.items()})
