@@ -3,8 +3,8 @@
 PyTorch and geoopt live in a separate environment (``make peers`` creates ``.venv-peers``: CPU
 ``torch==2.13.0`` and ``geoopt``), never a dependency of ours. :class:`Peers` starts
 ``benchmarks/_peer_worker.py`` there and talks to it over a pipe; :func:`alternate` times one of
-our functions (:func:`alternate_many` several) and the peer's case in turn, round after round, so a slow phase of a shared machine
-hits both sides alike. PyTorch runs at 1 and at 2 threads; the faster counts as its time.
+our functions (:func:`alternate_many` several) and the peer's case in turn, round after round, so
+a slow phase of a shared machine hits both sides alike. PyTorch runs at 1 and at 2 threads; the faster counts as its time.
 """
 from __future__ import annotations
 
@@ -82,10 +82,10 @@ def alternate_many(peers: Peers, case: int, ours: list[Callable], args: list[tup
     theirs: dict[int, list[float]] = {t: [] for t in THREADS}
     for r in range(rounds):
         steps = [("ours", i) for i in range(len(ours))] + [("peer", t) for t in THREADS]
-        for side, i in (steps if r % 2 == 0 else steps[::-1]):
+        for side, k in (steps if r % 2 == 0 else steps[::-1]):  # k: our index or thread count
             if side == "ours":
-                mine[i].append(interleaved([ours[i]], args[i], budget=budget, min_samples=3)[0][0])
+                mine[k].append(interleaved([ours[k]], args[k], budget=budget, min_samples=3)[0][0])
             else:
-                theirs[i].append(peers.time(case, i, budget))
+                theirs[k].append(peers.time(case, k, budget))
     return ([statistics.median(v) for v in mine],
             {t: statistics.median(v) for t, v in theirs.items()})

@@ -38,7 +38,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rules.internal import eye_like, mm, mm_h
+from rules.internal import mm, mm_h
 
 from ._core.kernels import rotate, rotation_coefficients, skew
 from ._core.manifold import AbstractManifold
@@ -118,8 +118,7 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     yt_p = yt_mu_d + k
     pt_mu = d_eta.mT * mu_t_mu + kt_yt_mu
     pt_p = pt_mu * d_eta + d_eta.mT * kt_yt_mu.mT + mm_h(k, k)
-    r_p, r_y = rotation_coefficients(yt_p, pt_p, [eye_like(k), yt_mu], [yt_p.mT, pt_mu],
-                                     retraction)
+    r_p, r_y = rotation_coefficients(yt_p, pt_p, (yt_mu, pt_mu), retraction)
     # P R_P + Y R_Y = [Y, M_B] [K R_P + R_Y; D_η R_P]: Q[Y, M_B] without forming P.
     rotated = frame + mm(frame, jnp.concatenate([mm(k, r_p) + r_y, d_eta.mT * r_p], axis=-2))
     w = mu * d_eta + mm(y, w_y)

@@ -332,13 +332,11 @@ def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = No
     """
     yt_delta = mm_h(y, delta)
     p_ = delta - 0.5 * mm(y, yt_delta)
-    yt_p = 0.5 * yt_delta
-    eye = eye_like(yt_p)
-    columns, yt_columns, pt_columns = [y], [eye], [yt_p.mT]
-    if z is not None:
-        columns, yt_columns, pt_columns = [y, z], [eye, mm_h(y, z)], [yt_p.mT, mm_h(p_, z)]
-    r_p, r_y = rotation_coefficients(yt_p, mm_h(p_, p_), yt_columns, pt_columns, method)
-    return jnp.concatenate(columns, axis=-1) + (mm(p_, r_p) + mm(y, r_y))
+    yt_p = 0.5 * yt_delta  # Yᵀ(I - ½YYᵀ)Δ with YᵀY = I
+    z_products = None if z is None else (mm_h(y, z), mm_h(p_, z))
+    r_p, r_y = rotation_coefficients(yt_p, mm_h(p_, p_), z_products, method)
+    columns = y if z is None else jnp.concatenate([y, z], axis=-1)
+    return columns + (mm(p_, r_p) + mm(y, r_y))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -457,20 +455,23 @@ def _arctan_ratio_slope(u: jax.Array) -> jax.Array:
     return jnp.where(small, series, (1 / (1 + safe) - _arctan_ratio(safe)) / (2 * safe))
 
 
-def rotation_coefficients(yt_p: jax.Array, pt_p: jax.Array, yt_columns: list[jax.Array],
-                          pt_columns: list[jax.Array], method: str
+def rotation_coefficients(yt_p: jax.Array, pt_p: jax.Array,
+                          z_products: tuple[jax.Array, jax.Array] | None, method: str
                           ) -> tuple[jax.Array, jax.Array]:
-    r"""``(R_P, R_Y)`` with ``Q Z = Z + P R_P + Y R_Y``, ``Q = cay(Ω)`` or ``exp(Ω)``,
+    r"""``(R_P, R_Y)`` with ``Q [Y, Z] = [Y, Z] + P R_P + Y R_Y``, ``Q = cay(Ω)`` or ``exp(Ω)``,
     ``Ω = PYᵀ - YPᵀ``, from products only, for an orthonormal ``Y`` (``YᵀY = I``).
 
     :func:`rotate` once ``P = (I - ½YYᵀ)Δ`` is formed, for callers that hold the products
-    ``YᵀP``, ``PᵀP`` and, for each block ``Zᵢ`` of the columns ``Z`` to rotate, ``YᵀZᵢ`` and
-    ``PᵀZᵢ``: every block of ``X = VᵀU`` and of ``VᵀZ`` is one of them (or a transpose, or
-    ``YᵀY = I``), so what is left is the 2p×2p ``ψ(X)`` here and one product with ``U = [P, Y]``,
-    the caller's (``optim.manifold_adam`` applies it to ``P``'s own factors).
+    ``YᵀP``, ``PᵀP`` and, for the further columns ``Z`` to rotate, ``z_products = (YᵀZ, PᵀZ)``
+    (None: ``Y`` alone): every block of ``X = VᵀU`` and of ``Vᵀ[Y, Z]`` is one of them (or a
+    transpose, or ``YᵀY = I``), so what is left is the 2p×2p ``ψ(X)`` here and one product with
+    ``U = [P, Y]``, the caller's (``optim.manifold_adam`` applies it to ``P``'s own factors).
     """
     p = yt_p.shape[-1]
-    c_y, c_p = jnp.concatenate(yt_columns, axis=-1), jnp.concatenate(pt_columns, axis=-1)
+    c_y, c_p = eye_like(yt_p), yt_p.mT  # YᵀY and PᵀY
+    if z_products is not None:
+        c_y = jnp.concatenate([c_y, z_products[0]], axis=-1)
+        c_p = jnp.concatenate([c_p, z_products[1]], axis=-1)
     if method == "cayley":
         # Ω = UVᵀ with U = [P, Y], V = [Y, -P]; (I - ½UVᵀ)⁻¹U = U(I - ½X)⁻¹ (push-through), so
         # cay(Ω)Z = Z + U(I - ½X)⁻¹VᵀZ, the 2p×2p solve done by one p×p solve.
@@ -496,7 +497,7 @@ def _cayley_blocks(t: jax.Array, s: jax.Array, c1: jax.Array, c2: jax.Array
 
     .. math::
         2(I - Z)\,h = c_2 + (T^T + 2Z)\,c_1, \qquad
-        Z = 	frac12(T - T^T) + 	frac14(T^TT - S) .
+        Z = \tfrac12(T - T^T) + \tfrac14(T^TT - S) .
 
     One p×p solve instead of a 2p×2p one, and every term is of the size of the step (no
     cancellation in ``r₂``). For the Cayley transform of a step, ``T = YᵀP`` and ``S = PᵀP``,

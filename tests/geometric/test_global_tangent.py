@@ -113,7 +113,7 @@ def test_float32_follows_float64_when_the_frame_block_dominates(retraction, scal
             updates, state = opt.update(x @ c.astype(dtype) + jnp.sin(3 * x + i), state, x)
             return (optax.apply_updates(x, updates), state), None
 
-        return jax.jit(lambda x: jax.lax.scan(body, (x, opt.init(x)),
-                                              jnp.arange(steps, dtype=dtype))[0][0])(x.astype(dtype))
+        scan = lambda x: jax.lax.scan(body, (x, opt.init(x)), jnp.arange(steps, dtype=dtype))
+        return jax.jit(lambda x: scan(x)[0][0])(x.astype(dtype))
 
     assert rel_err(run(jnp.float32), run(jnp.float64)) < tol
