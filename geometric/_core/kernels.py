@@ -27,7 +27,7 @@ from jax import lax
 import numpy as np
 from jax.typing import DTypeLike
 
-from rules.internal import eye_like, mm, mm_h
+from rules.internal import eye_like, mm, mm_h, mm_thin
 
 __all__ = ["arctan_sv", "expm", "frobenius_inner", "gram_error", "haar_frame", "phi",
            "polar_factor", "qr_factor", "rotate", "rotation_coefficients", "safe_sqrt", "skew",
@@ -331,12 +331,12 @@ def rotate(y: jax.Array, delta: jax.Array, method: str, z: jax.Array | None = No
       (``docs/derivations/optimizers.md#global-tangent-cost``).
     """
     yt_delta = mm_h(y, delta)
-    p_ = delta - 0.5 * mm(y, yt_delta)
+    p_ = delta - 0.5 * mm_thin(y, yt_delta)
     yt_p = 0.5 * yt_delta  # Yᵀ(I - ½YYᵀ)Δ with YᵀY = I
     z_products = None if z is None else (mm_h(y, z), mm_h(p_, z))
     r_p, r_y = rotation_coefficients(yt_p, mm_h(p_, p_), z_products, method)
     columns = y if z is None else jnp.concatenate([y, z], axis=-1)
-    return columns + (mm(p_, r_p) + mm(y, r_y))
+    return columns + (mm_thin(p_, r_p) + mm_thin(y, r_y))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from rules.internal import mm, mm_h
+from rules.internal import mm_h, mm_thin
 
 from .._core.checks import check_frame_fields
 from .._core.kernels import arctan_sv, qr_factor, rotate
@@ -95,7 +95,7 @@ class Grassmann(AbstractFrameManifold):
         return self.rows
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        return v - mm(x, mm_h(x, v))
+        return v - mm_thin(x, mm_h(x, v))
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return qr_factor(x + v)
@@ -111,6 +111,6 @@ class Grassmann(AbstractFrameManifold):
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
         # (I - YYᵀ)Z formed from Z - Y: the same on the manifold, and exactly 0 at Z = Y.
         d = y - x
-        n = d - mm(x, mm_h(x, d))
+        n = d - mm_thin(x, mm_h(x, d))
         a = jnp.linalg.solve(mm_h(x, y).mT, n.mT).mT  # N (YᵀZ)⁻¹ = U tan(Θ) Vᵀ
         return arctan_sv(a)

@@ -8,7 +8,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from rules.internal import eye_like, mm, mm_h
+from rules.internal import eye_like, mm, mm_h, mm_thin
 
 from .._core.checks import check_choice_field, check_frame_fields
 from .._core.kernels import expm, frobenius_inner, polar_factor, qr_factor, rotate, sym
@@ -138,11 +138,11 @@ class Stiefel(AbstractFrameManifold):
         return self.rows
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        return v - mm(x, sym(mm_h(x, v)))
+        return v - mm_thin(x, sym(mm_h(x, v)))
 
     def _egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
         if self.metric == "canonical":
-            return g - mm(x, mm_h(g, x))
+            return g - mm_thin(x, mm_h(g, x))
         return self._project(x, g)
 
     def _frame_rgrad(self, y: jax.Array, g: jax.Array, yt_g: jax.Array
