@@ -13,6 +13,7 @@ import os
 import pathlib
 import statistics
 import subprocess
+import sys
 from collections.abc import Callable
 
 from ._harness import interleaved
@@ -36,6 +37,13 @@ class Peers:
         env = dict(os.environ, OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
         proc = subprocess.Popen([str(PEERS_PYTHON), str(ROOT / "benchmarks" / "_peer_worker.py")],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        return cls(proc)
+
+    @classmethod
+    def start_ours_on_one_core(cls) -> Peers:
+        """Our own steps in a process pinned to one core (``benchmarks/_pinned_worker.py``)."""
+        proc = subprocess.Popen([sys.executable, "-m", "benchmarks._pinned_worker"], cwd=ROOT,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         return cls(proc)
 
     def _ask(self, msg: dict) -> dict:
@@ -64,28 +72,36 @@ def alternate(peers: Peers, case: int, ours: Callable, args: tuple, *, rounds: i
               budget: float = 0.25) -> tuple[float, dict[int, float]]:
     """Our median and the peer's per thread count, measured in turn ``rounds`` times
     (:func:`alternate_many` with one function of ours)."""
-    (mine,), theirs = alternate_many(peers, case, [ours], [args], rounds=rounds, budget=budget)
+    (mine,), theirs, _ = alternate_many(peers, case, [ours], [args], rounds=rounds, budget=budget)
     return mine, theirs
 
 
 def alternate_many(peers: Peers, case: int, ours: list[Callable], args: list[tuple], *,
-                   rounds: int = 4, budget: float = 0.25
-                   ) -> tuple[list[float], dict[int, float]]:
-    """Our medians (one per function, ``args[i]`` for ``ours[i]``) and the peer's per thread
-    count, measured in turn ``rounds`` times.
+                   rounds: int = 4, budget: float = 0.25,
+                   pinned: tuple[Peers, list[int]] | None = None
+                   ) -> tuple[list[float], dict[int, float], list[float]]:
+    """Our medians (one per function, ``args[i]`` for ``ours[i]``), the peer's per thread count
+    and those of ``pinned`` (a worker and its case per function of ours, or None), measured in
+    turn ``rounds`` times.
 
-    Each round times each of ours (:func:`interleaved`, ``budget`` seconds) and the peer at each
-    thread count (``budget`` seconds each), the order reversed every other round; the results are
-    the medians over the rounds.
+    Each round times each of ours (:func:`interleaved`, ``budget`` seconds), the pinned worker's
+    cases and the peer at each thread count (``budget`` seconds each), the order reversed every
+    other round; the results are the medians over the rounds.
     """
     mine: list[list[float]] = [[] for _ in ours]
     theirs: dict[int, list[float]] = {t: [] for t in THREADS}
+    worker, pinned_cases = pinned if pinned is not None else (None, [])
+    on_one_core: list[list[float]] = [[] for _ in pinned_cases]
+    steps = ([("ours", i) for i in range(len(ours))] + [("pinned", i) for i in range(len(pinned_cases))]
+             + [("peer", t) for t in THREADS])
     for r in range(rounds):
-        steps = [("ours", i) for i in range(len(ours))] + [("peer", t) for t in THREADS]
-        for side, k in (steps if r % 2 == 0 else steps[::-1]):  # k: our index or thread count
+        for side, k in (steps if r % 2 == 0 else steps[::-1]):  # k: an index or a thread count
             if side == "ours":
                 mine[k].append(interleaved([ours[k]], args[k], budget=budget, min_samples=3)[0][0])
+            elif side == "pinned":
+                on_one_core[k].append(worker.time(pinned_cases[k], 1, budget))
             else:
                 theirs[k].append(peers.time(case, k, budget))
     return ([statistics.median(v) for v in mine],
-            {t: statistics.median(v) for t, v in theirs.items()})
+            {t: statistics.median(v) for t, v in theirs.items()},
+            [statistics.median(v) for v in on_one_core])
