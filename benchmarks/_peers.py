@@ -4,7 +4,8 @@ PyTorch and geoopt live in a separate environment (``make peers`` creates ``.ven
 ``torch==2.13.0`` and ``geoopt``), never a dependency of ours. :class:`Peers` starts
 ``benchmarks/_peer_worker.py`` there and talks to it over a pipe; :func:`alternate` times one of
 our functions (:func:`alternate_many` several) and the peer's case in turn, round after round, so
-a slow phase of a shared machine hits both sides alike. PyTorch runs at 1 and at 2 threads; the faster counts as its time.
+a slow phase of a shared machine hits both sides alike. PyTorch runs at 1 and at 2 threads; the
+faster counts as its time.
 """
 from __future__ import annotations
 
@@ -92,8 +93,8 @@ def alternate_many(peers: Peers, case: int, ours: list[Callable], args: list[tup
     theirs: dict[int, list[float]] = {t: [] for t in THREADS}
     worker, pinned_cases = pinned if pinned is not None else (None, [])
     on_one_core: list[list[float]] = [[] for _ in pinned_cases]
-    steps = ([("ours", i) for i in range(len(ours))] + [("pinned", i) for i in range(len(pinned_cases))]
-             + [("peer", t) for t in THREADS])
+    steps = ([("ours", i) for i in range(len(ours))]
+             + [("pinned", i) for i in range(len(pinned_cases))] + [("peer", t) for t in THREADS])
     for r in range(rounds):
         for side, k in (steps if r % 2 == 0 else steps[::-1]):  # k: an index or a thread count
             if side == "ours":

@@ -36,5 +36,5 @@ from ._core.checks import check_matrix as check_matrix
 from ._core.rule import Rule as Rule
 from ._core.sharding import match_varying as match_varying
 
-__all__ = ["HIGHEST", "INEXACT_DTYPES", "REAL_DTYPES", "THIN_CONTRACTION", "Rule", "check_array", "check_matrix",
-           "eye_like", "laid_out", "mH", "match_varying", "mm", "mm_h", "mm_thin"]
+__all__ = ["HIGHEST", "INEXACT_DTYPES", "REAL_DTYPES", "THIN_CONTRACTION", "Rule", "check_array",
+           "check_matrix", "eye_like", "laid_out", "mH", "match_varying", "mm", "mm_h", "mm_thin"]

@@ -4,7 +4,6 @@
 """
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
@@ -57,9 +56,7 @@ def mm_thin(a: jax.Array, b: jax.Array) -> jax.Array:
     size = math.prod(jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])) * m * n
     if not 0 < k <= THIN_CONTRACTION or size < _THIN_CONTRACTION_SIZE:
         return mm(a, b)
-    dot: Callable[[jax.Array, jax.Array], jax.Array] = functools.partial(jnp.matmul,
-                                                                         precision=HIGHEST)
-    return lax.platform_dependent(a, b, cpu=_outer_product_sum, default=dot)
+    return lax.platform_dependent(a, b, cpu=_outer_product_sum, default=mm)
 
 
 THIN_CONTRACTION = 16  # the deepest contraction mm_thin sums as outer products
