@@ -151,25 +151,40 @@ def attention_cases(quick: bool) -> list[Case]:
     return cases
 
 
-def _dense_lower(packed, n):
-    """Strictly lower packed (row-major tril) → dense, with JAX's autodiff."""
+def _dense_triangle(packed, n, upper=False):
+    """Strictly lower (or upper) packed (row-major tril) → dense, with JAX's autodiff."""
     rows, cols = np.tril_indices(n, -1)
+    if upper:
+        rows, cols = cols, rows
     return jnp.zeros((n, n), packed.dtype).at[rows, cols].set(packed)
 
 
 def feedforward_cases(quick: bool) -> list[Case]:
+    """A block of the paper's network: a lower layer, then an upper one.
+
+    One layer alone is too small a program to compare: its jvp compiles to 8 thunks, which
+    XLA:CPU runs one after another (``execute_sequential_num_thunks_threshold``, 8 in jax 0.10),
+    while JAX's scatter-built weight adds 3 and gets the concurrent executor; in any model (two
+    layers already) both sides run concurrently. Measured: ``docs/rules.md#small-programs``.
+    """
     sizes = [(1024, 3, 3)] if quick else ATTENTION_SIZES
     cases = []
     for batch, t, d in sizes:
-        x, packed, bias = rand((batch, t, d), 0), rand((d * (d - 1) // 2,), 1), rand((d,), 2)
+        size = d * (d - 1) // 2
+        x = rand((batch, t, d), 0)
+        lower, upper, b_lower, b_upper = rand((size,), 1), rand((size,), 3), rand((d,), 2), rand(
+            (d,), 4)
 
-        def ours(x, packed, bias, d=d):
-            return rules.volume_preserving_feedforward(x, rules.StrictlyLower(packed, d), bias)
+        def ours(x, lower, b_lower, upper, b_upper, d=d):
+            y = rules.volume_preserving_feedforward(x, rules.StrictlyLower(lower, d), b_lower)
+            return rules.volume_preserving_feedforward(y, rules.StrictlyUpper(upper, d), b_upper)
 
-        def theirs(x, packed, bias, d=d):
-            return x + jnp.tanh(x @ _dense_lower(packed, d).T + bias)
+        def theirs(x, lower, b_lower, upper, b_upper, d=d):
+            y = x + jnp.tanh(x @ _dense_triangle(lower, d).T + b_lower)
+            return y + jnp.tanh(y @ _dense_triangle(upper, d, upper=True).T + b_upper)
 
-        cases.append(Case("feedforward", str((batch, t, d)), ours, theirs, (x, packed, bias)))
+        cases.append(Case("feedforward", str((batch, t, d)), ours, theirs,
+                          (x, lower, b_lower, upper, b_upper)))
     return cases
 
 

@@ -83,8 +83,12 @@ def _feedforward_table(quick: bool, budget: float) -> Table:
         table.add([case.label, r["forward"], r["ours"], r["jax"], r["ratio"],
                            r["compile"]])
     table.notes += [
-        "Gradient of `Σ Ȳ ⊙ (x + tanh(x Wᵀ + b))` with respect to `x`, the packed strictly lower "
-        "`W` and `b`; JAX's column scatters the packed weight into a dense matrix with `.at[]`.",
+        "Gradient of `Σ Ȳ ⊙ z` for a block of the paper's network, a lower layer `y = x + "
+        "tanh(x Lᵀ + a)` then an upper one `z = y + tanh(y Uᵀ + b)`, with respect to `x`, the "
+        "packed strictly triangular `L`, `U` and `a`, `b`; JAX's column scatters the packed "
+        "weights into dense matrices with `.at[]`. A block, not one layer: one layer's jvp is a "
+        "program of 8 thunks, which XLA:CPU runs sequentially, and JAX's scatter adds 3, enough "
+        "for its concurrent executor (`docs/rules.md#small-programs`).",
         "Goal: ratio ≤ 1.0, ≤ 0.5 at (16384, 3, 3). " + SAME,
     ]
     return table
