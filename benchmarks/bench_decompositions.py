@@ -162,12 +162,16 @@ def tables(quick: bool) -> list[Table]:
         a = g @ jnp.swapaxes(g, -1, -2) / n + _eye(shape)
         l = jnp.linalg.cholesky(a)
         b = _rand((*shape[:-1], 4), 3)
-        chol_route = "LAPACK potrf, two triangular solves" + (
-            ", blocked triangular products" if n >= cholesky_module._BLOCKED_N else "")
+        chol_route = _small_route(
+            shape, "closed form, closed-form L⁻¹ (small.py)",
+            "LAPACK potrf, two triangular solves" + (
+                ", blocked triangular products" if n >= cholesky_module._BLOCKED_N else ""))
         chol_rows.append(_row(_label(shape), chol_route, _case(
             cholesky_module._cholesky, {"symmetrize_input": True}, rules.cholesky,
             jnp.linalg.cholesky, (a,), (0,), None, budget)))
-        cho_rows.append(_row(_label(shape) + " (b: k=4)", "two triangular solves", _case(
+        cho_route = _small_route(shape, "products with the closed-form L⁻¹ (small.py)",
+                                 "two triangular solves")
+        cho_rows.append(_row(_label(shape) + " (b: k=4)", cho_route, _case(
             cholesky_module._cho_solve, {}, lambda l, b: rules.cho_solve((l, True), b),
             lambda l, b: jax.scipy.linalg.cho_solve((jnp.tril(l), True), b), (l, b), (0, 1), None,
             budget)))

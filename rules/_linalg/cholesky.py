@@ -6,16 +6,19 @@ their boundary; the conjugations inside come from ``Lᴴ``.
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
 from .._core.arrays import conj, mH, mm
-from .._core.checks import as_inexact_matrix
+from .._core.checks import as_inexact_matrix, is_half
 from .._core.rule import Rule
 from . import jax_ops
 from .dense import promote_operands, solve_broadcast
+from .small import MAX_CLOSED_FORM_N, closed_form_cholesky, closed_form_lower_inv
 
 __all__ = ["cho_solve", "cholesky"]
 
@@ -59,8 +62,11 @@ def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True
 
     Notes:
       Residual: ``L`` only. Pushforward and pullback cost two triangular solves and one product,
-      like the forward's factorisation up to a constant. Solve with the factor with
-      :func:`rules.cho_solve`.
+      like the forward's factorisation up to a constant. For ``n ≤ 4`` the factor is the
+      unrolled Cholesky recurrence and the solves are products with the closed-form ``L⁻¹``
+      (``rules/_linalg/small.py``), fused loops over a batch instead of a LAPACK call per
+      matrix (4096 × 3×3 float32 on CPU: gradient 0.16 and jvp 0.14 of JAX's time). Solve with
+      the factor with :func:`rules.cho_solve`.
 
     References:
       I. Murray, "Differentiation of the Cholesky decomposition", arXiv:1602.07527.
@@ -82,7 +88,10 @@ def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True
 
 
 def _cholesky_forward(a, *, symmetrize_input):
-    l = jax_ops.cholesky(a, symmetrize_input=symmetrize_input)
+    if _small(a):
+        l = closed_form_cholesky(_hermitian_part(a) if symmetrize_input else a)
+    else:
+        l = jax_ops.cholesky(a, symmetrize_input=symmetrize_input)
     return l, l
 
 
@@ -92,19 +101,14 @@ def _cholesky_pushforward(l, a_dot, *, symmetrize_input):
     For a Hermitian ``Ṡ`` (``symmetrize_input``), ``Y = Ṡ L⁻ᴴ`` and ``L⁻¹ Ṡ L⁻ᴴ = Yᴴ L⁻ᴴ``: two
     right-side solves, LAPACK's faster side (float32 trsm, n = 64: 21 against 28 µs).
     """
+    solve = _triangular_solver(l)
     if symmetrize_input:
-        y = _solve_right_h(l, _hermitian_part(a_dot))
-        x = _solve_right_h(l, mH(y))
+        y = solve(_hermitian_part(a_dot), left_side=False, transpose_a=True, conjugate_a=True)
+        x = solve(mH(y), left_side=False, transpose_a=True, conjugate_a=True)
     else:
-        x = lax.linalg.triangular_solve(l, a_dot, left_side=True, lower=True)
-        x = _solve_right_h(l, x)
+        x = solve(a_dot, left_side=True)
+        x = solve(x, left_side=False, transpose_a=True, conjugate_a=True)
     return _lower_product(l, _phi(x))
-
-
-def _solve_right_h(l, b):
-    """``B L⁻ᴴ``."""
-    return lax.linalg.triangular_solve(l, b, left_side=False, lower=True, transpose_a=True,
-                                       conjugate_a=True)
 
 
 def _cholesky_pullback(l, l_bar, *, symmetrize_input):
@@ -114,15 +118,39 @@ def _cholesky_pullback(l, l_bar, *, symmetrize_input):
     Hermitian part is ``conj(herm(V))``: no left-side solve, LAPACK's slower side (float32 trsm,
     n = 64: 28 against 21 µs; the gradient takes 0.92 of the time of the left-side form).
     """
+    solve = _triangular_solver(l)
     p = _phi(_lower_of_transpose_product(l, l_bar))
-    y = lax.linalg.triangular_solve(l, p, left_side=False, lower=True, conjugate_a=True)
+    y = solve(p, left_side=False, conjugate_a=True)
     if symmetrize_input:
-        v = lax.linalg.triangular_solve(l, y.mT, left_side=False, lower=True)
-        return (conj(_hermitian_part(v)),)
-    return (lax.linalg.triangular_solve(l, y, left_side=True, lower=True, transpose_a=True),)
+        return (conj(_hermitian_part(solve(y.mT, left_side=False))),)
+    return (solve(y, left_side=True, transpose_a=True),)
 
 
 _cholesky = Rule("cholesky", _cholesky_forward, _cholesky_pushforward, _cholesky_pullback)
+
+
+def _small(a):
+    return a.shape[-1] <= MAX_CLOSED_FORM_N and not is_half(a)
+
+
+def _triangular_solver(l):
+    """``solve(B, left_side=, transpose_a=, conjugate_a=)``: ``op(L)⁻¹B`` or ``B op(L)⁻¹``.
+
+    ``lax.linalg.triangular_solve`` with the lower triangle of ``l``; for ``n ≤ 4`` a product with
+    the closed-form ``L⁻¹`` (``op`` of an inverse is the inverse of ``op``), formed once for all
+    the solves of a derivative: on CPU LAPACK's trsm is a call per slice of a batch, and the
+    cost of a batch of 3×3 factors was those calls.
+    """
+    if not _small(l):
+        return functools.partial(lax.linalg.triangular_solve, l, lower=True)
+    inverse = closed_form_lower_inv(l)
+
+    def solve(b, *, left_side, transpose_a=False, conjugate_a=False):
+        op = inverse.mT if transpose_a else inverse
+        op = conj(op) if conjugate_a else op
+        return mm(op, b) if left_side else mm(b, op)
+
+    return solve
 
 
 def _phi(x):
@@ -207,7 +235,9 @@ def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
 
     Notes:
       Residuals: the lower factor and ``X``. The pushforward is one solve (two triangular solves)
-      and the pullback one solve and two products: the factorisation is never repeated. Through
+      and the pullback one solve and two products: the factorisation is never repeated. For
+      ``n ≤ 4`` the triangular solves are products with the closed-form ``L⁻¹``, as in
+      :func:`rules.cholesky`. Through
       :func:`rules.cholesky` this differentiates ``A ↦ A⁻¹B`` at half the cost of an LU solve.
 
     References:
@@ -230,9 +260,9 @@ def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
 
 
 def _cho_solve_forward(l, b):
-    y = lax.linalg.triangular_solve(l, b, left_side=True, lower=True)
-    x = lax.linalg.triangular_solve(l, y, left_side=True, lower=True, transpose_a=True,
-                                    conjugate_a=True)
+    solve = _triangular_solver(l)
+    y = solve(b, left_side=True)
+    x = solve(y, left_side=True, transpose_a=True, conjugate_a=True)
     return x, (l, y, x)
 
 
@@ -257,8 +287,9 @@ def _cho_solve_pullback(res, x_bar):
     of the time of two).
     """
     l, y, x = res
-    z = lax.linalg.triangular_solve(l, x_bar, left_side=True, lower=True, conjugate_a=True)
-    b_bar = lax.linalg.triangular_solve(l, z, left_side=True, lower=True, transpose_a=True)
+    solve = _triangular_solver(l)
+    z = solve(x_bar, left_side=True, conjugate_a=True)
+    b_bar = solve(z, left_side=True, transpose_a=True)
     left = jnp.concatenate([b_bar, conj(x)], axis=-1)
     right = jnp.concatenate([y, conj(z)], axis=-1)
     return -jnp.tril(mm(left, right.mT)), b_bar
@@ -269,6 +300,5 @@ _cho_solve = Rule("cho_solve", _cho_solve_forward, _cho_solve_pushforward, _cho_
 
 def _solve_factored(l, b):
     """``(L Lᴴ)⁻¹ B`` by two triangular solves, reading the lower triangle of ``l`` only."""
-    y = lax.linalg.triangular_solve(l, b, left_side=True, lower=True)
-    return lax.linalg.triangular_solve(l, y, left_side=True, lower=True, transpose_a=True,
-                                       conjugate_a=True)
+    solve = _triangular_solver(l)
+    return solve(solve(b, left_side=True), left_side=True, transpose_a=True, conjugate_a=True)

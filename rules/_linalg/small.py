@@ -1,4 +1,4 @@
-"""Closed forms and Jacobi methods for tiny matrices (inverse, determinant, eigh, SVD).
+"""Closed forms and Jacobi methods for tiny matrices (inverse, determinant, Cholesky, eigh, SVD).
 
 XLA on CPU inverts a batch of tiny matrices with one LAPACK LU per slice (and diagonalises them
 with one ``syevd`` per slice), which is dominated by call overhead; the formulas below are fused
@@ -12,8 +12,9 @@ from jax import lax
 
 from .._core.checks import HALF_DTYPES, INEXACT_DTYPES, REAL_DTYPES, check_matrix
 
-__all__ = ["MAX_CLOSED_FORM_N", "MAX_JACOBI_N", "closed_form_cofactors", "closed_form_inv",
-           "cofactor_entries", "jacobi_eigh", "jacobi_svd"]
+__all__ = ["MAX_CLOSED_FORM_N", "MAX_JACOBI_N", "closed_form_cholesky", "closed_form_cofactors",
+           "closed_form_inv", "closed_form_lower_inv", "cofactor_entries", "jacobi_eigh",
+           "jacobi_svd"]
 
 # Beyond 4 the cofactor expansion costs more than LU and loses accuracy faster.
 MAX_CLOSED_FORM_N = 4
@@ -111,6 +112,95 @@ def closed_form_cofactors(a: jax.Array) -> tuple[jax.Array, jax.Array]:
         return a, jnp.ones(a.shape[:-2], a.dtype)
     cof, det = cofactor_entries(a)
     return jnp.stack([jnp.stack(row, axis=-1) for row in cof], axis=-2), det
+
+
+def closed_form_cholesky(a: jax.Array) -> jax.Array:
+    r"""Lower Cholesky factor of a batch of ``n × n`` Hermitian positive definite matrices, ``n ≤ 4``.
+
+    .. math::
+        l_{jj} = \Big(a_{jj} - \sum_{k<j} |l_{jk}|^2\Big)^{1/2}, \qquad
+        l_{ij} = \Big(a_{ij} - \sum_{k<j} l_{ik}\,\overline{l_{jk}}\Big) \Big/ l_{jj}
+        \quad (i > j),
+
+    column by column, as LAPACK's unblocked ``potf2`` (the same backward-stable algorithm),
+    unrolled on whole batch arrays: one fused loop over the batch instead of one ``potrf`` call
+    per slice. Only the lower triangle of ``a`` is read (the real part of its diagonal).
+
+    Args:
+      a: array of shape ``(..., n, n)`` with ``n ≤ 4``; float32, float64, complex64 or complex128.
+
+    Returns:
+      ``L``, shape and dtype of ``a``, zero above the diagonal. A slice that is not positive
+      definite (a pivot ``≤ 0`` or NaN) has NaN on and below the diagonal, as
+      ``jnp.linalg.cholesky`` gives.
+
+    Raises:
+      TypeError: ``a`` is not an array of a floating or complex dtype.
+      ValueError: ``a`` is not of shape ``(..., n, n)``, or ``n > 4``.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from rules._linalg.small import closed_form_cholesky
+      >>> closed_form_cholesky(jnp.array([[4.0, 2.0], [2.0, 2.0]], dtype=jnp.float32))
+      Array([[2., 0.],
+             [1., 1.]], dtype=float32)
+    """
+    check_matrix("closed_form_cholesky", "a", a, square=True)
+    _check_size("closed_form_cholesky", a, "jnp.linalg.cholesky")
+    n = a.shape[-1]
+    if n == 0:
+        return a
+    l: list[list[jax.Array]] = [[jnp.zeros(a.shape[:-2], a.dtype)] * n for _ in range(n)]
+    definite = jnp.ones(a.shape[:-2], bool)
+    for j in range(n):
+        pivot = jnp.real(a[..., j, j]) - sum(_abs2(l[j][k]) for k in range(j))
+        definite &= pivot > 0
+        l[j][j] = jnp.sqrt(pivot).astype(a.dtype)
+        for i in range(j + 1, n):
+            l[i][j] = (a[..., i, j] - sum(l[i][k] * jnp.conj(l[j][k]) for k in range(j))) / l[j][j]
+    lower = [[jnp.where(definite, x, jnp.nan) if j <= i else x for j, x in enumerate(row)]
+             for i, row in enumerate(l)]
+    return jnp.stack([jnp.stack(row, axis=-1) for row in lower], axis=-2)
+
+
+def closed_form_lower_inv(l: jax.Array) -> jax.Array:
+    r"""Inverse of a batch of ``n × n`` lower triangular matrices, ``n ≤ 4``, by substitution.
+
+    .. math::
+        x_{ii} = 1 / l_{ii}, \qquad x_{ij} = -\Big(\sum_{j \le k < i} l_{ik}\,x_{kj}\Big)
+        \Big/ l_{ii} \quad (i > j),
+
+    unrolled on whole batch arrays; only the lower triangle of ``l`` is read. For a triangular
+    matrix this is as accurate as the solves it replaces (LAPACK's ``trtri`` is the same
+    recurrence), and a product with it costs a fused loop instead of a ``trsm`` call per slice.
+    A zero on the diagonal gives inf/nan entries, as a triangular solve does.
+
+    Args:
+      l: array of shape ``(..., n, n)`` with ``n ≤ 4``, of a floating or complex dtype.
+
+    Returns:
+      ``L⁻¹``, shape and dtype of ``l``, zero above the diagonal.
+
+    Raises:
+      TypeError: ``l`` is not an array of a floating or complex dtype.
+      ValueError: ``l`` is not of shape ``(..., n, n)``, or ``n > 4``.
+    """
+    check_matrix("closed_form_lower_inv", "l", l, square=True)
+    _check_size("closed_form_lower_inv", l, "lax.linalg.triangular_solve")
+    n = l.shape[-1]
+    if n == 0:
+        return l
+    zero = jnp.zeros(l.shape[:-2], l.dtype)
+    inv_diag = [1 / l[..., i, i] for i in range(n)]
+    x = [[inv_diag[i] if i == j else zero for j in range(n)] for i in range(n)]
+    for j in range(n):
+        for i in range(j + 1, n):
+            x[i][j] = -sum(l[..., i, k] * x[k][j] for k in range(j, i)) * inv_diag[i]
+    return jnp.stack([jnp.stack(row, axis=-1) for row in x], axis=-2)
+
+
+def _abs2(z):
+    return jnp.real(z) ** 2 + jnp.imag(z) ** 2 if jnp.iscomplexobj(z) else z * z
 
 
 def _check_size(fname, a, alternative):

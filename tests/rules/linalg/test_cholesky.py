@@ -32,9 +32,11 @@ def test_cholesky_finite_differences():
     check_rrule(rules.cholesky, spd((3, 3), 1, jnp.complex128), fkwargs={"upper": True})
 
 
+# n ≤ 4: the closed-form factor and triangular inverse (rules/_linalg/small.py); 5: LAPACK.
+@pytest.mark.parametrize("n", [3, 5])
 @pytest.mark.parametrize("symmetrize_input", [True, False])
-def test_cholesky_matches_jax(symmetrize_input):
-    args = [(spd((2, 5, 5), 2, dtype), rand((2, 5, 5), 3, dtype), rand((2, 5, 5), 4, dtype))
+def test_cholesky_matches_jax(symmetrize_input, n):
+    args = [(spd((2, n, n), 2, dtype), rand((2, n, n), 3, dtype), rand((2, n, n), 4, dtype))
             for dtype in (jnp.float64, jnp.complex128)]
 
     @jax.jit
@@ -71,9 +73,15 @@ def test_cholesky_reads_the_hermitian_part():
     np.testing.assert_allclose(rules.cholesky(a + skew), rules.cholesky(a), atol=1e-14)
     g = jax.grad(lambda a: jnp.sum(jnp.abs(rules.cholesky(a)) ** 2))(a)
     np.testing.assert_allclose(g, jnp.conj(g.T), atol=1e-14)  # Hermitian gradient
-    # symmetrize_input=False reads the lower triangle only, as LAPACK (and JAX) do.
-    np.testing.assert_array_equal(rules.cholesky(jnp.tril(a), symmetrize_input=False),
-                                  jnp.linalg.cholesky(jnp.tril(a), symmetrize_input=False))
+    # symmetrize_input=False reads the lower triangle only, as LAPACK (and JAX) do: for n ≤ 4
+    # the closed form, beyond it LAPACK.
+    for n in (4, 6):
+        lower = jnp.tril(spd((n, n), 5, jnp.complex128))
+        upper = jnp.triu(rand((n, n), 6, jnp.complex128), 1)
+        ours = rules.cholesky(lower, symmetrize_input=False)
+        np.testing.assert_array_equal(rules.cholesky(lower + upper, symmetrize_input=False), ours)
+        np.testing.assert_allclose(ours, jnp.linalg.cholesky(lower, symmetrize_input=False),
+                                   atol=1e-14)
 
 
 def test_cholesky_not_positive_definite_is_nan_like_jax():
@@ -92,13 +100,14 @@ def test_cho_solve_finite_differences():
     check_rrule(lambda c, b: rules.cho_solve((c, True), b), c, rand((2, 4, 3), 9))
 
 
+@pytest.mark.parametrize("n", [2, 5])
 @pytest.mark.parametrize("lower", [True, False])
-def test_cho_solve_matches_jax(lower):
+def test_cho_solve_matches_jax(lower, n):
     args = []
     for dtype in (jnp.float64, jnp.complex128):
-        c = rules.cholesky(spd((2, 5, 5), 10, dtype), upper=not lower)
-        args.append((c, rand((2, 5, 2), 11, dtype), rand((2, 5, 5), 12, dtype),
-                     rand((2, 5, 2), 13, dtype), rand((2, 5, 2), 14, dtype)))
+        c = rules.cholesky(spd((2, n, n), 10, dtype), upper=not lower)
+        args.append((c, rand((2, n, 2), 11, dtype), rand((2, n, n), 12, dtype),
+                     rand((2, n, 2), 13, dtype), rand((2, n, 2), 14, dtype)))
     tri = jnp.tril if lower else jnp.triu
 
     @jax.jit
@@ -195,8 +204,9 @@ def test_bad_input():
         rules.cho_solve(([[1.0]], True), jnp.ones(1))
 
 
-def test_sharded_batch():
-    a, b = spd((4, 5, 5), 21), rand((4, 5, 2), 22)
+@pytest.mark.parametrize("n", [3, 5])
+def test_sharded_batch(n):
+    a, b = spd((4, n, n), 21), rand((4, n, 2), 22)
 
     def values_and_grads(a, b):
         loss = lambda a, b: jnp.sum(rules.cho_solve((rules.cholesky(a), True), b) ** 2)  # noqa: E731

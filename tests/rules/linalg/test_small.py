@@ -1,10 +1,16 @@
-"""Tests of rules/_linalg/small.py: the closed-form inverse, Jacobi eigh and SVD of tiny matrices."""
+"""Tests of rules/_linalg/small.py: closed-form inverse and Cholesky, Jacobi eigh and SVD of tiny matrices."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rules._linalg.small import closed_form_inv, jacobi_eigh, jacobi_svd
+from rules._linalg.small import (
+    closed_form_cholesky,
+    closed_form_inv,
+    closed_form_lower_inv,
+    jacobi_eigh,
+    jacobi_svd,
+)
 
 _inv = jax.jit(closed_form_inv)
 
@@ -79,6 +85,35 @@ def test_bad_input():
         closed_form_inv(jnp.eye(2, dtype=jnp.int32))
     with pytest.raises(TypeError, match="closed_form_inv: `a` must be a JAX or NumPy array; got list"):
         closed_form_inv([[1.0]])
+
+
+@pytest.mark.parametrize("dtype, tol", [(jnp.float64, 1e-13), (jnp.complex128, 1e-13),
+                                        (jnp.float32, 1e-5)])
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_cholesky_and_triangular_inverse_match_lapack(n, dtype, tol):
+    g = _well_conditioned((6, n, n), dtype, seed=n)
+    a = g @ jnp.conj(g.mT) / n
+    l = jax.jit(closed_form_cholesky)(a)
+    assert l.dtype == dtype
+    np.testing.assert_allclose(l, jnp.linalg.cholesky(a), rtol=tol, atol=tol)
+    np.testing.assert_array_equal(closed_form_cholesky(jnp.tril(a)), l)  # the lower triangle only
+    inverse = jax.jit(closed_form_lower_inv)(l)
+    np.testing.assert_array_equal(jnp.triu(inverse, 1), 0)
+    np.testing.assert_allclose(inverse, jnp.linalg.inv(l), rtol=tol, atol=tol)
+    np.testing.assert_allclose(closed_form_lower_inv(l + jnp.triu(g, 1)), inverse)
+
+
+def test_cholesky_not_definite_and_singular_factor_are_not_finite():
+    a = jnp.stack([jnp.array([[1.0, 2.0], [2.0, 1.0]]), jnp.array([[0.0, 0.0], [0.0, 1.0]]),
+                   jnp.array([[jnp.nan, 0.0], [0.0, 1.0]]), jnp.array([[4.0, 2.0], [2.0, 2.0]])])
+    l = closed_form_cholesky(a)
+    np.testing.assert_array_equal(l, jnp.linalg.cholesky(a))  # NaN on and below the diagonal
+    np.testing.assert_array_equal(l[3], [[2.0, 0.0], [1.0, 1.0]])
+    inverse = closed_form_lower_inv(jnp.array([[0.0, 0.0], [1.0, 1.0]]))
+    assert not np.isfinite(inverse[0, 0]) and not np.isfinite(inverse[1, 0])
+    with pytest.raises(ValueError, match=r"closed_form_cholesky: `a` must have shape \(\.\.\., n, "
+                                         r"n\) with n ≤ 4; got \(5, 5\)"):
+        closed_form_cholesky(jnp.eye(5))
 
 
 def _hard_symmetric(count, n, seed):
