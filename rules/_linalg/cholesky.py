@@ -14,11 +14,11 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from .._core.arrays import conj, mH, mm
-from .._core.checks import as_inexact_matrix, is_half
+from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
 from . import jax_ops
 from .dense import promote_operands, solve_broadcast
-from .small import MAX_CLOSED_FORM_N, closed_form_cholesky, closed_form_lower_inv
+from .small import closed_form_applies, closed_form_cholesky, closed_form_lower_inv
 
 __all__ = ["cho_solve", "cholesky"]
 
@@ -88,7 +88,7 @@ def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True
 
 
 def _cholesky_forward(a, *, symmetrize_input):
-    if _small(a):
+    if closed_form_applies(a):
         l = closed_form_cholesky(_hermitian_part(a) if symmetrize_input else a)
     else:
         l = jax_ops.cholesky(a, symmetrize_input=symmetrize_input)
@@ -129,10 +129,6 @@ def _cholesky_pullback(l, l_bar, *, symmetrize_input):
 _cholesky = Rule("cholesky", _cholesky_forward, _cholesky_pushforward, _cholesky_pullback)
 
 
-def _small(a):
-    return a.shape[-1] <= MAX_CLOSED_FORM_N and not is_half(a)
-
-
 def _triangular_solver(l):
     """``solve(B, left_side=, transpose_a=, conjugate_a=)``: ``op(L)⁻¹B`` or ``B op(L)⁻¹``.
 
@@ -141,7 +137,7 @@ def _triangular_solver(l):
     the solves of a derivative: on CPU LAPACK's trsm is a call per slice of a batch, and the
     cost of a batch of 3×3 factors was those calls.
     """
-    if not _small(l):
+    if not closed_form_applies(l):
         return functools.partial(lax.linalg.triangular_solve, l, lower=True)
     inverse = closed_form_lower_inv(l)
 

@@ -26,6 +26,7 @@ from .._core.rule import Rule
 from . import jax_ops
 from .small import (
     MAX_CLOSED_FORM_N,
+    closed_form_applies,
     closed_form_cofactors,
     closed_form_inv,
     cofactor_entries,
@@ -94,7 +95,7 @@ def inv(a: ArrayLike) -> jax.Array:
 def _inv_forward(a):
     # Tiny matrices: the adjugate formula, one fused elementwise loop over the batch, instead of a
     # LAPACK-style LU per slice (overhead-bound on CPU); see rules/_linalg/small.py.
-    if a.shape[-1] <= MAX_CLOSED_FORM_N and not is_half(a):
+    if closed_form_applies(a):
         b = closed_form_inv(a)
     else:
         b = jax_ops.inv(a)
@@ -112,11 +113,6 @@ def _inv_pullback(b, b_bar):
 
 
 _inv = Rule("inv", _inv_forward, _inv_pushforward, _inv_pullback)
-
-
-def _tiny(n: int, dtype) -> bool:
-    """The closed forms of ``small.py`` (not for half precision, which goes to JAX's forward)."""
-    return n <= MAX_CLOSED_FORM_N and not any(jnp.dtype(dtype) == jnp.dtype(d) for d in HALF_DTYPES)
 
 
 # ==============================================================================================
@@ -244,7 +240,7 @@ _LU_OF_A_ALONE_N = 128
 def _solve_forward(a, b):
     factors: jax.Array | LUFactors
     n = a.shape[-1]
-    if _tiny(n, a.dtype):
+    if closed_form_applies(a):
         factors = closed_form_inv(a)
     elif n >= _LU_OF_A_ALONE_N:
         factors = lu_factors(a)
@@ -523,8 +519,7 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
 
 
 def _slogdet_forward(a):
-    n = a.shape[-1]
-    if _tiny(n, a.dtype):
+    if closed_form_applies(a):
         cof, d = closed_form_cofactors(a)
         abs_d = jnp.abs(d)
         sign = jnp.where(abs_d == 0, 0, d / jnp.where(abs_d == 0, 1, abs_d).astype(d.dtype))

@@ -239,7 +239,7 @@ def _squarings(r0, s):
         return lax.cond(i < s_max, lambda r: jnp.where((i < s)[..., None, None], mm(r, r), r),
                         lambda r: r, r), None
 
-    return _unless_unscaled(s_max, lambda r: lax.scan(step, r, _steps(s))[0], r0)
+    return _squaring_scan(step, r0, s, s_max)
 
 
 def _expm_frechet(res, e, *, transpose):
@@ -277,15 +277,12 @@ def _expm_frechet(res, e, *, transpose):
             return jnp.where(on, mm(r, l) + mm(l, r), l), jnp.where(on, mm(r, r), r)
         return lax.cond(i < s_max, square, lambda c: c, carry), None
 
-    return _unless_unscaled(s_max, lambda c: lax.scan(step, c, _steps(s))[0], (l0, r0))[0]
+    return _squaring_scan(step, (l0, r0), s, s_max)[0]
 
 
-def _steps(s):
-    return jnp.arange(MAX_SQUARINGS, dtype=s.dtype)
-
-
-def _unless_unscaled(s_max, squarings, carry):
-    """``squarings(carry)``, or ``carry`` when no slice is scaled (``s = 0``: ``‖A‖₁ < 2θ``).
+def _squaring_scan(step, carry, s, s_max):
+    """``step`` scanned over ``i < MAX_SQUARINGS``, or ``carry`` as it is when no slice is scaled
+    (``s_max = 0``: ``‖A‖₁ < 2θ``).
 
     The scan's 16 steps each test ``i < s_max`` in a conditional of their own; for an unscaled
     batch one test skips them all (4096 × 3×3: jvp and gradient 0.88–0.91 of the time; 64×64
@@ -293,4 +290,5 @@ def _unless_unscaled(s_max, squarings, carry):
     skip them too, but JAX cannot reverse-differentiate one, and second derivatives go through
     these loops.
     """
-    return lax.cond(s_max > 0, squarings, lambda c: c, carry)
+    steps = jnp.arange(MAX_SQUARINGS, dtype=s.dtype)
+    return lax.cond(s_max > 0, lambda c: lax.scan(step, c, steps)[0], lambda c: c, carry)

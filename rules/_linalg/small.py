@@ -10,14 +10,26 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._core.checks import HALF_DTYPES, INEXACT_DTYPES, REAL_DTYPES, check_matrix
+from .._core.checks import (
+    HALF_DTYPES,
+    INEXACT_DTYPES,
+    REAL_DTYPES,
+    check_matrix,
+    is_half,
+)
 
-__all__ = ["MAX_CLOSED_FORM_N", "MAX_JACOBI_N", "closed_form_cholesky", "closed_form_cofactors",
-           "closed_form_inv", "closed_form_lower_inv", "cofactor_entries", "jacobi_eigh",
-           "jacobi_svd"]
+__all__ = ["MAX_CLOSED_FORM_N", "MAX_JACOBI_N", "closed_form_applies", "closed_form_cholesky",
+           "closed_form_cofactors", "closed_form_inv", "closed_form_lower_inv", "cofactor_entries",
+           "jacobi_eigh", "jacobi_svd"]
 
 # Beyond 4 the cofactor expansion costs more than LU and loses accuracy faster.
 MAX_CLOSED_FORM_N = 4
+
+
+def closed_form_applies(a: jax.Array) -> bool:
+    """Whether a rule takes the closed forms below for ``a``: ``n ≤ 4``, not half precision
+    (which goes to JAX's forward)."""
+    return a.shape[-1] <= MAX_CLOSED_FORM_N and not is_half(a)
 
 # The Jacobi eigensolver and SVD below are validated (sweep count, accuracy) for n ≤ 3.
 MAX_JACOBI_N = 3
@@ -153,7 +165,7 @@ def closed_form_cholesky(a: jax.Array) -> jax.Array:
     l: list[list[jax.Array]] = [[jnp.zeros(a.shape[:-2], a.dtype)] * n for _ in range(n)]
     definite = jnp.ones(a.shape[:-2], bool)
     for j in range(n):
-        pivot = jnp.real(a[..., j, j]) - sum(_abs2(l[j][k]) for k in range(j))
+        pivot = jnp.real(a[..., j, j] - sum(l[j][k] * jnp.conj(l[j][k]) for k in range(j)))
         definite &= pivot > 0
         l[j][j] = jnp.sqrt(pivot).astype(a.dtype)
         for i in range(j + 1, n):
@@ -197,10 +209,6 @@ def closed_form_lower_inv(l: jax.Array) -> jax.Array:
         for i in range(j + 1, n):
             x[i][j] = -sum(l[..., i, k] * x[k][j] for k in range(j, i)) * inv_diag[i]
     return jnp.stack([jnp.stack(row, axis=-1) for row in x], axis=-2)
-
-
-def _abs2(z):
-    return jnp.real(z) ** 2 + jnp.imag(z) ** 2 if jnp.iscomplexobj(z) else z * z
 
 
 def _check_size(fname, a, alternative):
