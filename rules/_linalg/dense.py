@@ -293,15 +293,39 @@ def lu_factors(a: jax.Array) -> LUFactors:
     return LUFactors(lu, pivots, pivots_to_permutation(pivots))
 
 
+class LowerInverseFactors(NamedTuple):
+    """``A = PᵀLU`` as ``U`` (the upper triangle of ``lu``) and ``M = L⁻¹P``.
+
+    A solve is ``U⁻¹(MB)``: a product and one triangular solve, no pivots, no row permutation.
+    For ``n`` right-hand sides the product costs what the forward substitution it replaces
+    would, and LAPACK forms ``M`` inside the factorisation (:func:`lower_inverse_factors`).
+    """
+
+    lu: jax.Array
+    l_inv_p: jax.Array
+
+
+def lower_inverse_factors(a: jax.Array) -> LowerInverseFactors:
+    """:class:`LowerInverseFactors` of ``a`` from one LU factorisation of ``[A | I]``."""
+    lu, _, m = _lu_with_lower_inverse(a)
+    return LowerInverseFactors(lu, m)
+
+
 def solve_with(factors, b, transpose=False):
     """``A⁻¹ B`` (or ``A⁻ᵀ B``) from the closed-form inverse or the LU factors."""
+    if isinstance(factors, LowerInverseFactors):
+        u, m = factors
+        if not transpose:
+            return lax.linalg.triangular_solve(u, mm(m, b), left_side=True, lower=False)
+        return mm(m.mT, lax.linalg.triangular_solve(u, b, left_side=True, lower=False,
+                                                     transpose_a=True))
     if not isinstance(factors, LUFactors):
         return mm(factors.mT if transpose else factors, b)
     lu, pivots, perm = factors
     if not transpose:
         if perm is None:
             perm = pivots_to_permutation(pivots)
-        x = jnp.take_along_axis(b, perm[..., :, None], axis=-2)
+        x = _permute_rows(b, perm)
         x = lax.linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
         return lax.linalg.triangular_solve(lu, x, left_side=True, lower=False)
     x = lax.linalg.triangular_solve(lu, b, left_side=True, lower=False, transpose_a=True)
@@ -311,8 +335,19 @@ def solve_with(factors, b, transpose=False):
         inverse = pivots_to_permutation(pivots, inverse=True)
     else:  # π⁻¹[π[i]] = i: a scatter of n integers instead of another loop over the pivots
         iota = lax.broadcasted_iota(perm.dtype, perm.shape, perm.ndim - 1)
-        inverse = jnp.put_along_axis(jnp.zeros_like(perm), perm, iota, axis=-1, inplace=False)
-    return jnp.take_along_axis(x, inverse[..., :, None], axis=-2)
+        inverse = jnp.put_along_axis(jnp.zeros_like(perm), perm, iota, axis=-1, inplace=False,
+                                     mode="promise_in_bounds")
+    return _permute_rows(x, inverse)
+
+
+def _permute_rows(x, perm):
+    """``x[..., perm, :]`` per slice of a batch.
+
+    A permutation is in bounds: without the clamping and masking of JAX's default gather mode,
+    XLA:CPU copies rows (float32, 256 × 256: 19 against 104 µs; 1024 × 8 × 8: 22–38 against
+    110 µs).
+    """
+    return jnp.take_along_axis(x, perm[..., :, None], axis=-2, mode="promise_in_bounds")
 
 
 def pivots_to_permutation(pivots: jax.Array, inverse: bool = False) -> jax.Array:
@@ -423,7 +458,7 @@ def _det_and_cofactors_lu(a):
     """``det A`` and the cofactor matrix ``C = adj(A)ᵀ = adj(Aᵀ)`` from one LU factorisation.
 
     Factorise ``Aᵀ = PᵀLU``; then ``adj(Aᵀ) = adj(U) adj(L) adj(Pᵀ) = σ adj(U) L⁻¹P`` (``σ = det P``)
-    and ``M = L⁻¹P`` comes with the factors (:func:`_lu_of_transpose`). For ``adj(U)``, replace the
+    and ``M = L⁻¹P`` comes with the factors (:func:`_lu_with_lower_inverse` of ``Aᵀ``). For ``adj(U)``, replace the
     diagonal entry ``u_kk`` of smallest modulus by ``τ ≠ 0`` (``Ũ``): by Sherman–Morrison,
     ``adj(U) = p (u_kk Ũ⁻¹ + τ(τ - u_kk) w vᵀ)`` with ``p = Π_{i≠k} u_ii``, ``w = Ũ⁻¹e_k``,
     ``vᵀ = e_kᵀŨ⁻¹``: a polynomial in ``u_kk``, exact at ``u_kk = 0``. With ``τ = max |u_ii|`` the
@@ -431,7 +466,7 @@ def _det_and_cofactors_lu(a):
     ``Z = Ũ⁻¹M`` and ``vᵀM`` the row k of ``Z``: one triangular solve with n right-hand sides,
     one with a single one, and no row permutation to undo.
     """
-    lu, pivots, m = _lu_of_transpose(a)
+    lu, pivots, m = _lu_with_lower_inverse(a.mT)
     diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
     iota = lax.broadcasted_iota(pivots.dtype, pivots.shape, pivots.ndim - 1)
     parity = jnp.count_nonzero(pivots != iota, axis=-1)
@@ -455,15 +490,15 @@ def _det_and_cofactors_lu(a):
     return d, c
 
 
-def _lu_of_transpose(a):
-    """``(LU, pivots, L⁻¹P)`` of ``Aᵀ = PᵀLU``, from one LU factorisation of ``[Aᵀ | I]``.
+def _lu_with_lower_inverse(a):
+    """``(LU, pivots, L⁻¹P)`` of ``A = PᵀLU``, from one LU factorisation of ``[A | I]``.
 
-    Partial pivoting looks at the first n columns only, so the factors are those of ``Aᵀ``, and
+    Partial pivoting looks at the first n columns only, so the factors are those of ``A``, and
     LAPACK's getrf leaves ``L⁻¹P`` in the last n columns: the permutation and the forward
-    substitution are done inside the factorisation, and ``A⁻ᵀ = U⁻¹(L⁻¹P)`` is one solve.
+    substitution are done inside the factorisation, and ``A⁻¹ = U⁻¹(L⁻¹P)`` is one solve.
     """
     n = a.shape[-1]
-    lu, pivots, _ = lax.linalg.lu(jnp.concatenate([a.mT, eye_like(a)], axis=-1))
+    lu, pivots, _ = lax.linalg.lu(jnp.concatenate([a, eye_like(a)], axis=-1))
     return lu[..., :n], pivots, lu[..., n:]
 
 
@@ -529,7 +564,7 @@ def _slogdet_forward(a):
         sign, logabsdet = jax_ops.slogdet(a)
         inv_t = jax_ops.inv(a).mT
     else:
-        lu, pivots, m = _lu_of_transpose(a)  # det Aᵀ = det A
+        lu, pivots, m = _lu_with_lower_inverse(a.mT)  # det Aᵀ = det A
         sign, logabsdet = _slogdet_from_lu(lu, pivots)
         inv_t = _upper_solve(lu, m)
     return SlogdetResult(sign, logabsdet), (sign, inv_t)

@@ -41,6 +41,28 @@ def test_expm_matches_jax(shape, dtype):
             assert rel_err(x[k], y[k]) < tol
 
 
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_expm_many_squarings_match_jax(dtype):
+    # Skew-symmetric slices of norms 0.1 to 400: exp is a rotation (no overflow, well
+    # conditioned) and the slices need 0, about 3 and about 7 squarings, so both stretches of the
+    # squaring loops run, each slice keeping its own count.
+    k = rand((3, 6, 6), 11)
+    a = ((k - k.mT) * jnp.array([0.1, 10.0, 200.0])[:, None, None]).astype(dtype)
+    da, x_bar = rand(a.shape, 12, dtype), rand(a.shape, 13, dtype)
+
+    @jax.jit
+    def derivatives(a):
+        return [(f(a), jax.vjp(f, a)[1](x_bar), jax.jvp(f, (a,), (da,))[1])
+                for f in (rules.expm, jax.scipy.linalg.expm)]
+
+    ours, ref = derivatives(a)
+    # The derivatives grow with ‖A‖ (by ~‖A‖ relative to ‖Ȧ‖), and so does their rounding.
+    tol = 2e-3 if dtype == jnp.float32 else 1e-10
+    for x, y in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
+        for i in range(3):
+            assert rel_err(x[i], y[i]) < tol
+
+
 def test_expm_properties():
     k = rand((4, 3, 3), 5)
     k = k - k.mT   # skew-symmetric: exp is a rotation
