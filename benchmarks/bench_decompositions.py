@@ -208,7 +208,8 @@ def tables(quick: bool) -> list[Table]:
     expm_rows = []
     for shape in sizes:
         a = _rand(shape, 5) / math.sqrt(shape[-1])
-        route = "Padé 7, " + _small_route(shape, "closed-form denominator inverse", "LU denominator")
+        route = "Padé 7, " + _small_route(shape, "closed-form denominator inverse",
+                                          "denominator as U, L⁻¹P (LU of [q | I])")
         expm_rows.append(_row(_label(shape), route, _case(
             matfun._expm, {}, rules.expm, jax.scipy.linalg.expm, (a,), (0,), None, budget)))
     table("`rules.expm` (float32)", expm_rows,
