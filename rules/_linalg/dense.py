@@ -457,14 +457,15 @@ _det = Rule("det", _det_forward, _det_pushforward, _det_pullback)
 def _det_and_cofactors_lu(a):
     """``det A`` and the cofactor matrix ``C = adj(A)ᵀ = adj(Aᵀ)`` from one LU factorisation.
 
-    Factorise ``Aᵀ = PᵀLU``; then ``adj(Aᵀ) = adj(U) adj(L) adj(Pᵀ) = σ adj(U) L⁻¹P`` (``σ = det P``)
-    and ``M = L⁻¹P`` comes with the factors (:func:`_lu_with_lower_inverse` of ``Aᵀ``). For ``adj(U)``, replace the
-    diagonal entry ``u_kk`` of smallest modulus by ``τ ≠ 0`` (``Ũ``): by Sherman–Morrison,
-    ``adj(U) = p (u_kk Ũ⁻¹ + τ(τ - u_kk) w vᵀ)`` with ``p = Π_{i≠k} u_ii``, ``w = Ũ⁻¹e_k``,
-    ``vᵀ = e_kᵀŨ⁻¹``: a polynomial in ``u_kk``, exact at ``u_kk = 0``. With ``τ = max |u_ii|`` the
-    two terms do not cancel catastrophically. So ``C = σp (u_kk Z + τ(τ - u_kk) w (vᵀM))`` with
-    ``Z = Ũ⁻¹M`` and ``vᵀM`` the row k of ``Z``: one triangular solve with n right-hand sides,
-    one with a single one, and no row permutation to undo.
+    Factorise ``Aᵀ = PᵀLU``; then ``adj(Aᵀ) = adj(U) adj(L) adj(Pᵀ) = σ adj(U) L⁻¹P``
+    (``σ = det P``) and ``M = L⁻¹P`` comes with the factors (:func:`_lu_with_lower_inverse` of
+    ``Aᵀ``). For ``adj(U)``, replace the diagonal entry ``u_kk`` of smallest modulus by ``τ ≠ 0``
+    (``Ũ``): by Sherman–Morrison, ``adj(U) = p (u_kk Ũ⁻¹ + τ(τ - u_kk) w vᵀ)`` with
+    ``p = Π_{i≠k} u_ii``, ``w = Ũ⁻¹e_k``, ``vᵀ = e_kᵀŨ⁻¹``: a polynomial in ``u_kk``, exact at
+    ``u_kk = 0``. With ``τ = max |u_ii|`` the two terms do not cancel catastrophically. So
+    ``C = σp (u_kk Z + τ(τ - u_kk) w (vᵀM))`` with ``Z = Ũ⁻¹M`` and ``vᵀM`` the row k of ``Z``:
+    one triangular solve with n right-hand sides, one with a single one, and no row permutation
+    to undo.
     """
     lu, pivots, m = _lu_with_lower_inverse(a.mT)
     diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
