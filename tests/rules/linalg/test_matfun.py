@@ -18,14 +18,9 @@ def test_expm_finite_differences():
     check_rrule(rules.expm, 2.0 * rand((5, 5), 1, jnp.complex128), check_jit=False)
 
 
-@pytest.mark.parametrize("shape,dtype", [((3, 3, 3), jnp.float64), ((2, 6, 6), jnp.float32)])
-def test_expm_matches_jax(shape, dtype):
-    # Both Padé degrees (13 in double, 7 in single precision) and both denominator solves (closed
-    # form, LU); complex input is checked against finite differences above. Slices of very
-    # different norms: each keeps its own number of squarings.
-    scales = jnp.array([0.01, 1.0, 30.0][: shape[0]])[:, None, None]
-    a = (rand(shape, 2, dtype) * scales).astype(dtype)
-    da, x_bar = rand(shape, 3, dtype), rand(shape, 4, dtype)
+def _assert_expm_matches_jax(a, tol, seed):
+    """Values, vjp and jvp of ``rules.expm`` against ``jax.scipy.linalg.expm``, slice by slice."""
+    da, x_bar = rand(a.shape, seed, a.dtype), rand(a.shape, seed + 1, a.dtype)
 
     @jax.jit
     def derivatives(a):
@@ -33,34 +28,32 @@ def test_expm_matches_jax(shape, dtype):
                 for f in (rules.expm, jax.scipy.linalg.expm)]
 
     ours, ref = derivatives(a)
-    # Both are backward stable; with 30·‖A‖ the squarings amplify rounding by ~κ(exp).
-    tol = 1e-4 if dtype == jnp.float32 else 1e-10
     for x, y in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
         assert x.dtype == y.dtype
-        for k in range(shape[0]):
+        for k in range(a.shape[0]):
             assert rel_err(x[k], y[k]) < tol
+
+
+@pytest.mark.parametrize("shape,dtype", [((3, 3, 3), jnp.float64), ((2, 6, 6), jnp.float32)])
+def test_expm_matches_jax(shape, dtype):
+    # Both Padé degrees (13 in double, 7 in single precision) and both denominator solves (closed
+    # form, U and L⁻¹P); complex input is checked against finite differences above. Slices of
+    # very different norms: each keeps its own number of squarings.
+    scales = jnp.array([0.01, 1.0, 30.0][: shape[0]])[:, None, None]
+    a = (rand(shape, 2, dtype) * scales).astype(dtype)
+    # Both are backward stable; with 30·‖A‖ the squarings amplify rounding by ~κ(exp).
+    _assert_expm_matches_jax(a, 1e-4 if dtype == jnp.float32 else 1e-10, seed=3)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
 def test_expm_many_squarings_match_jax(dtype):
     # Skew-symmetric slices of norms 0.1 to 400: exp is a rotation (no overflow, well
-    # conditioned) and the slices need 0, about 3 and about 7 squarings, so both stretches of the
+    # conditioned) and the slices need 0, about 3 and about 8 squarings, so both stretches of the
     # squaring loops run, each slice keeping its own count.
     k = rand((3, 6, 6), 11)
     a = ((k - k.mT) * jnp.array([0.1, 10.0, 200.0])[:, None, None]).astype(dtype)
-    da, x_bar = rand(a.shape, 12, dtype), rand(a.shape, 13, dtype)
-
-    @jax.jit
-    def derivatives(a):
-        return [(f(a), jax.vjp(f, a)[1](x_bar), jax.jvp(f, (a,), (da,))[1])
-                for f in (rules.expm, jax.scipy.linalg.expm)]
-
-    ours, ref = derivatives(a)
     # The derivatives grow with ‖A‖ (by ~‖A‖ relative to ‖Ȧ‖), and so does their rounding.
-    tol = 2e-3 if dtype == jnp.float32 else 1e-10
-    for x, y in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
-        for i in range(3):
-            assert rel_err(x[i], y[i]) < tol
+    _assert_expm_matches_jax(a, 2e-3 if dtype == jnp.float32 else 1e-10, seed=12)
 
 
 def test_expm_properties():
