@@ -10,16 +10,17 @@ from .._core.arrays import eye_like, mm
 from .._core.checks import as_inexact_matrix, check_matrix, is_half
 from .._core.rule import Rule
 from . import jax_ops
-from .dense import lower_inverse_factors, solve_with
+from .dense import lower_inverse_factors, lu_inverse, solve_with
 from .small import MAX_CLOSED_FORM_N, closed_form_inv
 
 __all__ = ["cayley", "cayley_matrix", "expm", "inv_identity_plus"]
 
 
 def inv_identity_plus(c: jax.Array) -> jax.Array:
-    """``N = (I + C)⁻¹``: the adjugate formula for tiny slices, LU otherwise (plain JAX)."""
+    """``N = (I + C)⁻¹``: the adjugate formula for tiny slices, else :func:`~.dense.lu_inverse`
+    (plain JAX)."""
     a = eye_like(c) + c
-    return closed_form_inv(a) if c.shape[-1] <= MAX_CLOSED_FORM_N else jax_ops.inv(a)
+    return closed_form_inv(a) if c.shape[-1] <= MAX_CLOSED_FORM_N else lu_inverse(a)
 
 
 def cayley_matrix(c: jax.Array) -> jax.Array:
