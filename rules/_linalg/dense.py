@@ -93,10 +93,15 @@ def inv(a: ArrayLike) -> jax.Array:
 
 
 def _inv_forward(a):
-    # Tiny matrices: the adjugate formula, one fused elementwise loop over the batch, instead of a
-    # LAPACK-style LU per slice (overhead-bound on CPU); see rules/_linalg/small.py.
-    b = closed_form_inv(a) if closed_form_applies(a) else lu_inverse(a)
+    b = inverse(a)
     return b, b
+
+
+def inverse(a: jax.Array) -> jax.Array:
+    """``A⁻¹`` as the rules form it: for tiny matrices the adjugate formula, one fused elementwise
+    loop over the batch instead of a LAPACK-style LU per slice (overhead-bound on CPU; see
+    rules/_linalg/small.py), else :func:`lu_inverse`."""
+    return closed_form_inv(a) if closed_form_applies(a) else lu_inverse(a)
 
 
 def lu_inverse(a: jax.Array) -> jax.Array:
