@@ -131,18 +131,18 @@ def qr_factor(z: jax.Array) -> jax.Array:
 
 
 def _gram(z: jax.Array) -> jax.Array:
-    """``zᵀz``; for ``k > 16`` columns with its diagonal summed by a reduction of ``z ⊙ z``.
+    """``zᵀz`` with its diagonal summed by a reduction of ``z ⊙ z``.
 
     The diagonal, sums of the largest terms, carries most of the float32 rounding of the
     product (whose accumulation runs in long sequential chunks); with the reduction's, one
     Cholesky pass on St(256, 64) gives ‖QᵀQ − I‖_F ≈ 1.0e-6 instead of 2.1e-6 (Householder:
-    1.5e-6), on 64 × St(64, 32) 6.5e-7 instead of 8.8e-7. With k ≤ 16 it changes nothing
-    measurable (64 × St(64, 16): 4.0e-7 either way, Householder 7.0e-7) and costs a separate
-    reduction over ``z`` (about 5% of an optimizer step on 64 × St(64, 16)).
+    1.5e-6), on 64 × St(64, 32) 6.5e-7 instead of 8.8e-7. How much depends on the CPU's
+    product kernel: on an AVX2 host (median over the batch, a step of norm 0.3) St(2000, 8)
+    2.7e-7 instead of 1.7e-6 (Householder 4.9e-7), 8 × St(256, 12) 3.9e-7 instead of 8.4e-7,
+    64 × St(64, 16) 4.2e-7 instead of 5.7e-7, where an earlier host measured no difference
+    for k ≤ 16. The reduction costs 2–5% of an optimizer step on 64 × St(64, 16).
     """
     k = z.shape[-1]
-    if k <= _SMALL_K:
-        return mm_h(z, z)
     on_diagonal = jnp.eye(k, dtype=bool)
     return jnp.where(on_diagonal, jnp.sum(z * z, axis=-2)[..., None, :], mm_h(z, z))
 
