@@ -14,7 +14,7 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from .._core.arrays import eye_like, mm
+from .._core.arrays import eye_like, laid_out, mm
 from .._core.checks import (
     HALF_DTYPES,
     INEXACT_DTYPES,
@@ -332,10 +332,12 @@ def solve_with(factors, b, transpose=False):
     """``A⁻¹ B`` (or ``A⁻ᵀ B``) from the closed-form inverse or the LU factors."""
     if isinstance(factors, LowerInverseFactors):
         u, m = factors
+        # Both products stay row-major operands of XLA:CPU's fast dot (rules.internal.mm_h):
+        # folded into the dot, _upper_solve's transpose and mᵀ would send it to the generic one.
         if not transpose:
-            return _upper_solve(u, mm(m, b))
-        return mm(m.mT, lax.linalg.triangular_solve(u, b, left_side=True, lower=False,
-                                                     transpose_a=True))
+            return _upper_solve(u, laid_out(mm(m, b)))
+        return mm(laid_out(m.mT), lax.linalg.triangular_solve(u, b, left_side=True, lower=False,
+                                                               transpose_a=True))
     if not isinstance(factors, LUFactors):
         return mm(factors.mT if transpose else factors, b)
     lu, pivots, perm = factors
