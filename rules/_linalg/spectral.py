@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from .._core.arrays import conj, eye_like, laid_out, mH, mm
+from .._core.arrays import conj, eye_like, laid_out, mH, mm, mm_h
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
 from . import jax_ops
@@ -227,7 +227,7 @@ def _eigh_tangent(res, a_dot, symmetrize_input, degeneracy_tol, fill):
     w, v = res
     if symmetrize_input:
         a_dot = _hermitian_part(a_dot)
-    m = mm(mH(v), mm(a_dot, v))
+    m = mm_h(v, mm(a_dot, v))
     f = _inverse_differences(w, _tolerance(w, degeneracy_tol), fill)
     return EighResult(jnp.diagonal(m, axis1=-2, axis2=-1).real, mm(v, f * m))
 
@@ -391,7 +391,7 @@ def _svd_pushforward(res, a_dot, *, full_matrices, compute_uv, degeneracy_tol):
     if not compute_uv:
         u, s, vh = res
         k = s.shape[-1]
-        p = mm(mH(u[..., :, :k]), mm(a_dot, mH(vh[..., :k, :])))
+        p = mm_h(u[..., :, :k], mm(a_dot, mH(vh[..., :k, :])))
         return jnp.diagonal(p, axis1=-2, axis2=-1).real
     return _svd_tangent(res, a_dot, full_matrices, degeneracy_tol, _FIRST)
 
@@ -401,7 +401,7 @@ def _svd_tangent(res, a_dot, full_matrices, degeneracy_tol, fill):
     k = s.shape[-1]
     u1, v1 = u[..., :, :k], mH(vh[..., :k, :])
     a_v = mm(a_dot, v1)
-    p = mm(mH(u1), a_v)
+    p = mm_h(u1, a_v)
     s_dot = jnp.diagonal(p, axis1=-2, axis2=-1).real
     f, s_inv = _svd_gaps(s, _tolerance(s, degeneracy_tol), fill)
     ps = p * s.astype(p.dtype)[..., None, :]
@@ -471,7 +471,7 @@ def svd_pullback(u, s, vh, u_bar, s_bar, v_bar, tol):
         vb1 = vb1 - mm(v2, mm(mH(vb2), v1))
     f, s_inv = _svd_gaps(s, tol, _FIRST)
     sc = s.astype(u.dtype)
-    gu, gv = mm(mH(u1), ub1), mm(mH(v1), vb1)
+    gu, gv = mm_h(u1, ub1), mm(mH(v1), vb1)
     inner = (f * (gu - mH(gu))) * sc[..., None, :] + sc[..., :, None] * (f * (gv - mH(gv)))
     diag = s_bar.astype(u.dtype)
     if jnp.iscomplexobj(gu):
