@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from .._core.arrays import conj, mH, mm
+from .._core.arrays import SMALL_MATMUL, conj, laid_out, mH, mm
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
 from . import jax_ops
@@ -178,16 +178,23 @@ def _lower_product(l, x):
 
 def _lower_of_transpose_product(l, y):
     """A matrix whose lower triangle is that of ``Lᵀ Y`` for lower triangular ``L`` (the rest is
-    not computed): ``[[L₁₁ᵀY₁₁ + L₂₁ᵀY₂₁, ·], [L₂₂ᵀY₂₁, L₂₂ᵀY₂₂]]``, the upper block left zero."""
-    n = l.shape[-1]
+    not computed), by :func:`_lower_of_upper_product` with ``Lᵀ`` laid out once: folded into
+    the block products, the transpose would send each to XLA:CPU's generic dot."""
+    return _lower_of_upper_product(l.mT if l.shape[-1] <= SMALL_MATMUL else laid_out(l.mT), y)
+
+
+def _lower_of_upper_product(u, y):
+    """A matrix whose lower triangle is that of ``U Y`` for upper triangular ``U``:
+    ``[[U₁₁Y₁₁ + U₁₂Y₂₁, ·], [U₂₂Y₂₁, U₂₂Y₂₂]]``, the upper block left zero."""
+    n = u.shape[-1]
     if n < _BLOCKED_N:
-        return mm(l.mT, y)
+        return mm(u, y)
     h = n // 2
-    l11, l21, l22 = l[..., :h, :h], l[..., h:, :h], l[..., h:, h:]
+    u11, u12, u22 = u[..., :h, :h], u[..., :h, h:], u[..., h:, h:]
     y11, y21, y22 = y[..., :h, :h], y[..., h:, :h], y[..., h:, h:]
-    top = jnp.concatenate([_lower_of_transpose_product(l11, y11) + mm(l21.mT, y21),
+    top = jnp.concatenate([_lower_of_upper_product(u11, y11) + mm(u12, y21),
                            jnp.zeros_like(y[..., :h, h:])], axis=-1)
-    bottom = jnp.concatenate([mm(l22.mT, y21), _lower_of_transpose_product(l22, y22)], axis=-1)
+    bottom = jnp.concatenate([mm(u22, y21), _lower_of_upper_product(u22, y22)], axis=-1)
     return jnp.concatenate([top, bottom], axis=-2)
 
 
