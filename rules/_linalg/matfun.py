@@ -208,12 +208,19 @@ def _expm_forward(a):
 
 def _expm_pushforward(res, a_dot):
     """``L(A, Ȧ)``: Al-Mohy & Higham's recurrence on the forward's intermediates."""
-    return _expm_frechet(res, a_dot, transpose=False)
+    return _expm_frechet(res, a_dot)
 
 
 def _expm_pullback(res, x_bar):
-    """``Ā = L(Aᵀ, X̄)``: the same recurrence with every intermediate transposed."""
-    return (_expm_frechet(res, x_bar, transpose=True),)
+    """``Ā = L(Aᵀ, X̄)``: the recurrence on the transposed intermediates for ``n ≤ 4`` (unrolled
+    products take a transposed operand for free), else ``L(A, X̄ᵀ)ᵀ`` (``exp(Aᵀ) = exp(A)ᵀ``),
+    the pushforward's own: with transposed left operands its products ran in XLA:CPU's generic
+    dot (gradient float32, 256 × 256: 0.88 of the time this way, 64 × 64: 0.95–1.0; 4096 × 3×3
+    took 1.3–1.4× as long).
+    """
+    if closed_form_applies(x_bar):
+        return (_expm_frechet(res, x_bar, transpose=True),)
+    return (_expm_frechet(res, x_bar.mT).mT,)
 
 
 _expm = Rule("expm", _expm_forward, _expm_pushforward, _expm_pullback)
@@ -245,10 +252,10 @@ def _squarings(r0, s):
     return _squaring_scan(step, r0, s, s_max)
 
 
-def _expm_frechet(res, e, *, transpose):
+def _expm_frechet(res, e, *, transpose=False):
     pade, factors, r0, s = res
-    t = (lambda y: y.mT) if transpose else (lambda y: y)
-    pade, r0 = [t(y) for y in pade], t(r0)
+    if transpose:
+        pade, r0 = [y.mT for y in pade], r0.mT
     e = e * (2.0 ** -s).astype(e.dtype)[..., None, None]
     x, x2, x4 = pade[:3]
     m2 = mm(x, e) + mm(e, x)
