@@ -598,11 +598,21 @@ def _slogdet_forward(a):
     elif is_half(a):
         sign, logabsdet = jax_ops.slogdet(a)
         inv_t = jax_ops.inv(a).mT
-    else:
+    elif a.shape[-1] < SLOGDET_WIDE_LU_MAX_N:
         lu, pivots, m = _lu_with_lower_inverse(a.mT)  # det Aᵀ = det A
         sign, logabsdet = _slogdet_from_lu(lu, pivots)
         inv_t = _upper_solve(lu, m)
+    else:
+        lu, pivots, perm = lax.linalg.lu(a.mT)
+        sign, logabsdet = _slogdet_from_lu(lu, pivots)
+        inv_t = solve_with(LUFactors(lu, pivots, perm), eye_like(a))
     return SlogdetResult(sign, logabsdet), (sign, inv_t)
+
+
+# From this size on slogdet forms A⁻ᵀ from the LU of Aᵀ by two triangular solves, not from the
+# LU of [Aᵀ | I] (see LU_INVERSE_MAX_N): gradient float32 on an AVX2 host, 2 cores, this / that
+# 0.90–0.96 at 256 × 256 (0.81–0.83 under jax_enable_x64), 1.03–1.07 at 64 × 64.
+SLOGDET_WIDE_LU_MAX_N = 256
 
 
 def _upper_solve(u, m):

@@ -271,6 +271,21 @@ def test_solve_bad_input():
         jax.jit(rules.solve)(jnp.ones((3, 2)), jnp.ones(3))
 
 
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
+def test_large_matrix_routes_match_jax(dtype):
+    """The routes taken from a size on: inv from LU_INVERSE_MAX_N (JAX's inverse as the forward),
+    slogdet from SLOGDET_WIDE_LU_MAX_N (A⁻ᵀ by two triangular solves); values, jvp and vjp."""
+    for fn, ref, n in [(rules.inv, jnp.linalg.inv, dense.LU_INVERSE_MAX_N),
+                       (lambda a: rules.slogdet(a).logabsdet,
+                        lambda a: jnp.linalg.slogdet(a).logabsdet, dense.SLOGDET_WIDE_LU_MAX_N)]:
+        a, t = well_conditioned((n, n), 70, dtype), rand((n, n), 71, dtype)
+        (y, y_dot), (y_ref, y_dot_ref) = jax.jvp(fn, (a,), (t,)), jax.jvp(ref, (a,), (t,))
+        ct = rand(jnp.shape(y), 72, y.dtype)
+        a_bar, a_bar_ref = jax.vjp(fn, a)[1](ct)[0], jax.vjp(ref, a)[1](ct)[0]
+        for got, want in [(y, y_ref), (y_dot, y_dot_ref), (a_bar, a_bar_ref)]:
+            assert rel_err(got, want) < 1e-11
+
+
 @pytest.mark.parametrize("fn", [rules.det, rules.slogdet], ids=["det", "slogdet"])
 def test_det_slogdet_bad_input(fn):
     name = fn.__name__
