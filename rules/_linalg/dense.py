@@ -603,9 +603,9 @@ def _slogdet_forward(a):
         sign, logabsdet = _slogdet_from_lu(lu, pivots)
         inv_t = _upper_solve(lu, m)
     else:
-        lu, pivots, perm = lax.linalg.lu(a.mT)
-        sign, logabsdet = _slogdet_from_lu(lu, pivots)
-        inv_t = solve_with(LUFactors(lu, pivots, perm), eye_like(a))
+        factors = lu_factors(a.mT)
+        sign, logabsdet = _slogdet_from_lu(factors.lu, factors.pivots)
+        inv_t = solve_with(factors, eye_like(a))
     return SlogdetResult(sign, logabsdet), (sign, inv_t)
 
 
