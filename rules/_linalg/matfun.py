@@ -146,9 +146,10 @@ def expm(a: ArrayLike) -> jax.Array:
       its LU factorisation, so no solve permutes rows) and ``r(A/2ˢ)``.
       Pushforward and pullback then cost two matrix products per product of the Padé step, one
       solve with the stored factors and two products per squaring, plus the squares it reads
-      (``s − 1``, recomputed); the pullback is the same recurrence with every intermediate
-      transposed. This measured several times faster than the exponential of the ``2n × 2n``
-      block matrix ``[[Aᵀ, X̄], [0, Aᵀ]]`` (``benchmarks/bench_decompositions.py``).
+      (``s − 1``, recomputed); the pullback is the same recurrence, ``L(Aᵀ, X̄) = L(A, X̄ᵀ)ᵀ``
+      (for ``n ≤ 4`` on the transposed intermediates). This measured several times faster than
+      the exponential of the ``2n × 2n`` block matrix ``[[Aᵀ, X̄], [0, Aᵀ]]``
+      (``benchmarks/bench_decompositions.py``).
 
     References:
       N. J. Higham, "The scaling and squaring method for the matrix exponential revisited",
