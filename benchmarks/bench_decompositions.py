@@ -131,7 +131,8 @@ def tables(quick: bool) -> list[Table]:
         n = shape[-1]
         a = _rand(shape, 0) / math.sqrt(n) + _eye(shape)   # det near 1: no overflow at n = 256
         b = _rand((*shape[:-1], 4), 1)
-        route = _small_route(shape, other="LU of [Aᵀ, I]")
+        route = _small_route(shape, other="LU of [Aᵀ, I]" if n < dense.WIDE_LU_MAX_N
+                             else "LU of Aᵀ, L⁻¹P by a solve")
         lu_route = "LU of [A, B]" if n < dense._LU_OF_A_ALONE_N else "LU of A"
         rows["solve"].append(_row(_label(shape) + " (b: k=4)",
                                   _small_route(shape, other=lu_route), _case(
@@ -150,7 +151,9 @@ def tables(quick: bool) -> list[Table]:
     table("`rules.det` (float32)", rows["det"],
           ["JAX: closed form for n = 2, 3 differentiated by autodiff; LU + a second LU in its "
            "cofactor JVP for n ≥ 4. Ours: the cofactor matrix is the residual, from the LU of "
-           "[Aᵀ | I] (getrf leaves L⁻¹P beside the factors: no permutation to undo)."])
+           "[Aᵀ | I] (getrf leaves L⁻¹P beside the factors: no permutation to undo), from n = "
+           f"{dense.WIDE_LU_MAX_N} from the LU of Aᵀ and a unit-lower solve with the "
+           "permutation matrix (faster than LAPACK's wide factorisation there)."])
     table("`rules.slogdet` (float32)", rows["slogdet"],
           ["Loss uses both outputs (the sign's cotangent is zero for real input)."])
 

@@ -115,8 +115,8 @@ LU_INVERSE_MAX_N = 512
 
 
 def lu_inverse(a: jax.Array) -> jax.Array:
-    """``A⁻¹ = U⁻¹(L⁻¹P)``: one LU factorisation of ``[A | I]``, which leaves ``L⁻¹P`` beside the
-    factors (:func:`_lu_with_lower_inverse`), and one triangular solve.
+    """``A⁻¹ = U⁻¹(L⁻¹P)``: ``L⁻¹P`` from :func:`_lu_with_lower_inverse` (below ``WIDE_LU_MAX_N``
+    LAPACK leaves it beside the factors of ``[A | I]``), and one triangular solve.
 
     ``jnp.linalg.inv`` solves with the identity instead: the permutation formed from the pivots
     in a loop of n steps, a row gather and two triangular solves. Gradient of ``rules.inv``,
@@ -338,7 +338,7 @@ class LowerInverseFactors(NamedTuple):
 
 
 def lower_inverse_factors(a: jax.Array) -> LowerInverseFactors:
-    """:class:`LowerInverseFactors` of ``a`` from one LU factorisation of ``[A | I]``."""
+    """:class:`LowerInverseFactors` of ``a`` (:func:`_lu_with_lower_inverse`)."""
     lu, _, m = _lu_with_lower_inverse(a)
     return LowerInverseFactors(lu, m)
 
@@ -439,10 +439,10 @@ def det(a: ArrayLike) -> jax.Array:
       exact cofactors at every singular matrix; the residual is ``A`` and the derivatives
       evaluate ``C`` inside their own elementwise loop. For larger ``n`` the residual is ``C``,
       the derivative itself (a tangent costs one elementwise product), from one LU factorisation
-      of ``[Aᵀ | I]``, ``C = adj(Aᵀ) = ±adj(U) L⁻¹ P``, with ``adj(U)`` by a rank-one update of the
-      triangular inverse that stays exact when ``U`` has one zero pivot: at a singular ``a`` the
-      gradient is the (finite) cofactor matrix whenever the LU of ``aᵀ`` has at most one zero
-      pivot, and zero when it has more: exact at rank ``≤ n - 2``, and at rank ``n - 1`` except in
+      of ``Aᵀ`` (of ``[Aᵀ | I]`` for ``n < 256``), ``C = adj(Aᵀ) = ±adj(U) L⁻¹ P``, with
+      ``adj(U)`` by a rank-one update of the triangular inverse that stays exact when ``U`` has
+      one zero pivot: at a singular ``a`` the gradient is the (finite) cofactor matrix whenever
+      the LU of ``aᵀ`` has at most one zero pivot, and zero when it has more: exact at rank ``≤ n - 2``, and at rank ``n - 1`` except in
       the rare case where partial pivoting meets two zero pivots (a zero first row of ``a`` and a
       dependent later one).
       JAX's gradient is zero wherever a zero pivot is not the last one.
@@ -499,7 +499,7 @@ def _det_and_cofactors_lu(a):
     ``u_kk = 0``. With ``τ = max |u_ii|`` the two terms do not cancel catastrophically. So
     ``C = σp (u_kk Z + τ(τ - u_kk) w (vᵀM))`` with ``Z = Ũ⁻¹M`` and ``vᵀM`` the row k of ``Z``:
     one triangular solve with n right-hand sides, one with a single one, and no row permutation
-    to undo.
+    to undo (the permutation is in ``M``).
     """
     lu, pivots, m = _lu_with_lower_inverse(a.mT)
     diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
@@ -526,15 +526,32 @@ def _det_and_cofactors_lu(a):
 
 
 def _lu_with_lower_inverse(a):
-    """``(LU, pivots, L⁻¹P)`` of ``A = PᵀLU``, from one LU factorisation of ``[A | I]``.
+    """``(LU, pivots, L⁻¹P)`` of ``A = PᵀLU``.
 
-    Partial pivoting looks at the first n columns only, so the factors are those of ``A``, and
-    LAPACK's getrf leaves ``L⁻¹P`` in the last n columns: the permutation and the forward
-    substitution are done inside the factorisation, and ``A⁻¹ = U⁻¹(L⁻¹P)`` is one solve.
+    Below ``WIDE_LU_MAX_N``, from one LU factorisation of ``[A | I]``: partial pivoting looks at
+    the first n columns only, so the factors are those of ``A``, and LAPACK's getrf leaves
+    ``L⁻¹P`` in the last n columns (the permutation and the forward substitution are done inside
+    the factorisation). From there, the LU of ``A`` and a unit-lower triangular solve with the
+    permutation matrix ``P``: the same flops, but LAPACK's factorisation of the wide matrix runs
+    slower than that split (below). Either way ``A⁻¹ = U⁻¹(L⁻¹P)`` is one more solve.
     """
     n = a.shape[-1]
-    lu, pivots, _ = lax.linalg.lu(jnp.concatenate([a, eye_like(a)], axis=-1))
-    return lu[..., :n], pivots, lu[..., n:]
+    if n < WIDE_LU_MAX_N:
+        lu, pivots, _ = lax.linalg.lu(jnp.concatenate([a, eye_like(a)], axis=-1))
+        return lu[..., :n], pivots, lu[..., n:]
+    lu, pivots, _ = lax.linalg.lu(a)
+    perm = pivots_to_permutation(pivots)  # faster than lax.linalg.lu's, see there
+    iota = lax.broadcasted_iota(perm.dtype, (*perm.shape, n), perm.ndim)
+    p = (perm[..., :, None] == iota).astype(a.dtype)  # P[i, π(i)] = 1: PA = A[π]
+    m = lax.linalg.triangular_solve(lu, p, left_side=True, lower=True, unit_diagonal=True)
+    return lu, pivots, m
+
+
+# From this n on, _lu_with_lower_inverse factorises A alone. On an AVX2 host (2 cores, float32),
+# LAPACK's LU of [A | I] costs 1.8–1.9 times that of A at 256 × 256 (2.4 at 1024). Gradients at
+# 256 × 256, time with the split / with the wide LU (interleaved, under jax_enable_x64): det
+# 0.91–0.95, inv 0.86–0.93, Cayley 0.84–0.94, expm 0.95–1.00; det 0.97–1.00 at 64 and 128.
+WIDE_LU_MAX_N = 256
 
 
 # ==============================================================================================
@@ -570,7 +587,8 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
     Notes:
       The residual is ``A⁻ᵀ``, the derivative of ``log det``: the pushforward is one elementwise
       product per tangent, the pullback a scaling. For ``n ≤ 4`` it is ``C / det`` from the
-      closed-form cofactors, otherwise two triangular solves with the forward's LU factors.
+      closed-form cofactors, otherwise ``U⁻¹(L⁻¹P)`` from the LU factors of ``Aᵀ`` (``L⁻¹P`` as
+      ``det`` forms it).
 
     References:
       M. Giles (2008), §2.2.
@@ -598,29 +616,25 @@ def _slogdet_forward(a):
     elif is_half(a):
         sign, logabsdet = jax_ops.slogdet(a)
         inv_t = jax_ops.inv(a).mT
-    elif a.shape[-1] < SLOGDET_WIDE_LU_MAX_N:
+    else:
         lu, pivots, m = _lu_with_lower_inverse(a.mT)  # det Aᵀ = det A
         sign, logabsdet = _slogdet_from_lu(lu, pivots)
         inv_t = _upper_solve(lu, m)
-    else:
-        factors = lu_factors(a.mT)
-        sign, logabsdet = _slogdet_from_lu(factors.lu, factors.pivots)
-        inv_t = solve_with(factors, eye_like(a))
     return SlogdetResult(sign, logabsdet), (sign, inv_t)
 
 
-# From this size on slogdet forms A⁻ᵀ from the LU of Aᵀ by two triangular solves, not from the
-# LU of [Aᵀ | I] (see LU_INVERSE_MAX_N): gradient float32 on an AVX2 host, 2 cores, this / that
-# 0.90–0.96 at 256 × 256 (0.81–0.83 under jax_enable_x64), 1.03–1.07 at 64 × 64.
-SLOGDET_WIDE_LU_MAX_N = 256
-
-
 def _upper_solve(u, m):
-    """``U⁻¹ M`` for the upper triangle ``U`` of ``u`` and an n-row ``M``, as ``(Mᵀ U⁻ᵀ)ᵀ``.
+    """``U⁻¹ M`` for the upper triangle ``U`` of ``u`` and an n-row ``M``, as ``(Mᵀ U⁻ᵀ)ᵀ`` where
+    ``M`` comes from the LU of ``[A | I]``.
 
     LAPACK's right-side trsm is the faster side (float32, n = 64: 21 against 28 µs), by more than
-    the two transposes cost (``det``'s forward at n = 64: 0.93 of the left-side form's time).
+    the two transposes cost (``det``'s forward at n = 64: 0.93 of the left-side form's time). From
+    ``WIDE_LU_MAX_N`` on, ``M`` is a left-side solve's result, in the layout a left-side solve
+    takes: there the transposes are copies (slogdet's gradient at 256 × 256 took 1.12–1.14 times
+    as long with them).
     """
+    if u.shape[-1] >= WIDE_LU_MAX_N:
+        return lax.linalg.triangular_solve(u, m, left_side=True, lower=False)
     return lax.linalg.triangular_solve(u, m.mT, left_side=False, lower=False, transpose_a=True).mT
 
 

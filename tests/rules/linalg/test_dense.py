@@ -180,8 +180,17 @@ def cofactors(a):
                       for j in range(n)] for i in range(n)])
 
 
+@pytest.fixture(params=["wide LU", "LU of A"])
+def lu_route(request, monkeypatch):
+    """Both routes of dense._lu_with_lower_inverse at small n: the LU of [A | I], and (with the
+    threshold lowered) the LU of A followed by a solve with the permutation matrix."""
+    if request.param == "LU of A":
+        monkeypatch.setattr(dense, "WIDE_LU_MAX_N", 5)
+    return request.param
+
+
 @pytest.mark.parametrize("n", [3, 6])
-def test_det_gradient_at_singular_matrices_is_the_cofactor_matrix(n):
+def test_det_gradient_at_singular_matrices_is_the_cofactor_matrix(n, lu_route):
     rng = np.random.default_rng(56)
     last = rng.standard_normal((n, n))
     last[-1] = last[0] + last[1]      # LU's zero pivot is the last one (JAX gets these right)
@@ -196,7 +205,7 @@ def test_det_gradient_at_singular_matrices_is_the_cofactor_matrix(n):
         assert np.max(np.abs(ref[1])) == 0 < np.max(np.abs(cofactors(first)))
 
 
-def test_singular_like_jax():
+def test_singular_like_jax(lu_route):
     @jax.jit
     def outputs(z):
         o = jnp.ones(z.shape[-1])
@@ -273,11 +282,18 @@ def test_solve_bad_input():
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
 def test_large_matrix_routes_match_jax(dtype):
-    """The routes taken from a size on: inv from LU_INVERSE_MAX_N (JAX's inverse as the forward),
-    slogdet from SLOGDET_WIDE_LU_MAX_N (A⁻ᵀ by two triangular solves); values, jvp and vjp."""
+    """The routes taken from a size on: inv from LU_INVERSE_MAX_N (JAX's inverse as the forward);
+    inv, det, slogdet and expm's solves from WIDE_LU_MAX_N (the LU of A, then L⁻¹P by a
+    triangular solve); values, jvp and vjp."""
+    m, real = dense.WIDE_LU_MAX_N, dtype == jnp.float64  # expm's route is dtype-blind: once
+    scale = 1 / (2 * m ** 0.5)  # det of well_conditioned((m, m)) is about (2√m)^m: overflow
     for fn, ref, n in [(rules.inv, jnp.linalg.inv, dense.LU_INVERSE_MAX_N),
+                       (rules.inv, jnp.linalg.inv, m),
+                       (lambda a: rules.det(scale * a), lambda a: jnp.linalg.det(scale * a), m),
                        (lambda a: rules.slogdet(a).logabsdet,
-                        lambda a: jnp.linalg.slogdet(a).logabsdet, dense.SLOGDET_WIDE_LU_MAX_N)]:
+                        lambda a: jnp.linalg.slogdet(a).logabsdet, m),
+                       (lambda a: rules.expm(scale * a),
+                        lambda a: jax.scipy.linalg.expm(scale * a), m)][:None if real else -1]:
         a, t = well_conditioned((n, n), 70, dtype), rand((n, n), 71, dtype)
         (y, y_dot), (y_ref, y_dot_ref) = jax.jvp(fn, (a,), (t,)), jax.jvp(ref, (a,), (t,))
         ct = rand(jnp.shape(y), 72, y.dtype)
