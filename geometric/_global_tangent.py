@@ -44,6 +44,15 @@ from ._core.kernels import rotate, rotation_coefficients, skew
 from ._core.manifold import AbstractManifold
 
 
+# Up to this many entries of Y (batch included) the step never forms [Y, M_B]. On a 2-core host
+# whose idle core wakes slowly (a VM), XLA:CPU hands the N × 2p concatenation, its transpose and
+# product to its thread pool and waits 50–250 µs for each. Split into N × p products instead,
+# manifold_adam's step on 2 cores took 0.90–0.94 of the time on St(512, 64), 0.89–0.91 on
+# St(1024, 32), 0.95–0.99 on St(768, 64), 1.02–1.07 on St(1024, 64), 1.02–1.10 from St(2048, 64)
+# on (float32, interleaved); the same on one core.
+SPLIT_FRAME_MAX_SIZE = 2**15
+
+
 def supports(m: AbstractManifold) -> bool:
     """Whether the manifold's points are orthonormal frames (the capability ``"frame"``)."""
     return "frame" in m.capabilities
@@ -93,12 +102,13 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     b = jnp.zeros_like(f) if n == p else f + mm_thin(y, c_g - yt_delta)  # B̃ = (I - YYᵀ)Δ
     mu = b1 * mu + (1 - b1) * b
     # YᵀM_B as a product rather than a combination of earlier ones: B̃'s frame block is a
-    # cancellation, which a product gets to the rounding of M_B, not of the gradient. Thin
-    # frames never form [Y, M_B]: its concatenation and transpose cost more than a second
+    # cancellation, which a product gets to the rounding of M_B, not of the gradient. Thin and
+    # small frames never form [Y, M_B]: its concatenation and transpose cost more than a second
     # product (with the thin rotation below, the step on 64 × St(64, 16) takes 0.94–0.97 of the
-    # time); wider ones take [Y, M_B]ᵀM_B as one product.
+    # time); larger ones take [Y, M_B]ᵀM_B as one product.
     thin = p <= THIN_CONTRACTION
-    if thin:
+    split = thin or y.size <= SPLIT_FRAME_MAX_SIZE
+    if split:
         yt_mu, mu_t_mu = mm(y_h, mu), mm_h(mu, mu)
     else:
         frame = jnp.concatenate([y, mu], axis=-1)
@@ -129,11 +139,15 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     r_p, r_y = rotation_coefficients(yt_p, pt_p, (yt_mu, pt_mu), retraction)
     # P R_P + Y R_Y = [Y, M_B] [K R_P + R_Y; D_η R_P]: Q[Y, M_B] without forming P. Up to
     # THIN_CONTRACTION columns as thin products (on 64 × St(64, 16) the step takes 0.87–0.90 of
-    # the time), else one 2p-deep product (split, St(2048, 64) took 1.05×).
+    # the time), small frames as two p-deep products (SPLIT_FRAME_MAX_SIZE), others as one
+    # 2p-deep product (split, St(2048, 64) took 1.05×).
     c_y, c_mu = mm(k, r_p) + r_y, d_eta.mT * r_p
     if thin:
         y_next = y + (mm_thin(y, c_y[..., :p]) + mm_thin(mu, c_mu[..., :p]))
         mu_next = mu + (mm_thin(y, c_y[..., p:]) + mm_thin(mu, c_mu[..., p:]))
+    elif split:
+        rotation = mm(y, c_y) + mm(mu, c_mu)
+        y_next, mu_next = y + rotation[..., :p], mu + rotation[..., p:]
     else:
         rotated = frame + mm(frame, jnp.concatenate([c_y, c_mu], axis=-2))
         y_next, mu_next = rotated[..., :p], rotated[..., p:]

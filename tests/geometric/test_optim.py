@@ -11,7 +11,7 @@ import pytest
 import scipy.linalg as sla
 
 import geometric
-from geometric import optim
+from geometric import _global_tangent, optim
 from tests.helpers import rand
 
 # ----------------------------------------------------------------------------------------------
@@ -392,12 +392,19 @@ def dense_brantner(y0, rgrad, steps, lr, b1, b2, eps, retraction, has_a, has_b):
     return lam[:, :p]
 
 
-@pytest.mark.parametrize("case", ["stiefel-cayley", "stiefel-exp", "grassmann", "orthogonal"])
-def test_manifold_adam_is_brantners_algorithm(case):
+@pytest.mark.parametrize("case", ["stiefel-cayley", "stiefel-exp", "grassmann", "orthogonal",
+                                  "wide frame, split", "wide frame, [Y, M_B]"])
+def test_manifold_adam_is_brantners_algorithm(case, monkeypatch):
+    """Thin frames (p ≤ THIN_CONTRACTION) and both routes of wider ones."""
     m, retraction = {"stiefel-cayley": (geometric.Stiefel(7, 3, metric="canonical"), "cayley"),
                      "stiefel-exp": (geometric.Stiefel(7, 3, metric="canonical"), "exp"),
                      "grassmann": (geometric.Grassmann(7, 3), "cayley"),
-                     "orthogonal": (geometric.Orthogonal(4), "exp")}[case]
+                     "orthogonal": (geometric.Orthogonal(4), "exp"),
+                     "wide frame, split": (geometric.Stiefel(30, 20, metric="canonical"), "cayley"),
+                     "wide frame, [Y, M_B]": (geometric.Stiefel(30, 20, metric="canonical"), "exp"),
+                     }[case]
+    if case == "wide frame, [Y, M_B]":
+        monkeypatch.setattr(_global_tangent, "SPLIT_FRAME_MAX_SIZE", 0)
     a = np.asarray(jax.random.normal(jax.random.PRNGKey(3), (m.n, m.n), jnp.float64))
     a = a + a.T
 
