@@ -442,9 +442,9 @@ def det(a: ArrayLike) -> jax.Array:
       of ``Aᵀ`` (of ``[Aᵀ | I]`` for ``n < 256``), ``C = adj(Aᵀ) = ±adj(U) L⁻¹ P``, with
       ``adj(U)`` by a rank-one update of the triangular inverse that stays exact when ``U`` has
       one zero pivot: at a singular ``a`` the gradient is the (finite) cofactor matrix whenever
-      the LU of ``aᵀ`` has at most one zero pivot, and zero when it has more: exact at rank ``≤ n - 2``, and at rank ``n - 1`` except in
-      the rare case where partial pivoting meets two zero pivots (a zero first row of ``a`` and a
-      dependent later one).
+      the LU of ``aᵀ`` has at most one zero pivot, and zero when it has more: exact at rank
+      ``≤ n - 2``, and at rank ``n - 1`` except in the rare case where partial pivoting meets two
+      zero pivots (a zero first row of ``a`` and a dependent later one).
       JAX's gradient is zero wherever a zero pivot is not the last one.
 
     References:
