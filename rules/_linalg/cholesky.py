@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from .._core.arrays import SMALL_MATMUL, conj, laid_out, mH, mm
+from .._core.arrays import conj, laid_out_unless_unrolled, mH, mm
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
 from . import jax_ops
@@ -180,7 +180,7 @@ def _lower_of_transpose_product(l, y):
     """A matrix whose lower triangle is that of ``Lᵀ Y`` for lower triangular ``L`` (the rest is
     not computed), by :func:`_lower_of_upper_product` with ``Lᵀ`` laid out once: folded into
     the block products, the transpose would send each to XLA:CPU's generic dot."""
-    return _lower_of_upper_product(l.mT if l.shape[-1] <= SMALL_MATMUL else laid_out(l.mT), y)
+    return _lower_of_upper_product(laid_out_unless_unrolled(l.mT), y)
 
 
 def _lower_of_upper_product(u, y):

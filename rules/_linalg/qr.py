@@ -363,11 +363,10 @@ def _lq_forward(a):
 def _lq_pushforward(res, a_dot):
     (l, q), y = res
     qt_dot, rt_dot = qr_pushforward(mH(q), mH(l), mH(a_dot), None if y is None else mH(y))
-    if max(rt_dot.shape[-2:]) > _UNROLL:
-        # Transposed by a copy of its own: folded into the product Ṙ = (C - Ω)R, the transpose
-        # makes it a dot that misses YNNPACK (see mm_h; jvp of LQ 256 × 256: 1.00 → 0.91 of
-        # JAX's, 512 × 64 and 64 × 512 unchanged).
-        rt_dot = arrays.laid_out(rt_dot)
+    # Transposed by a copy of its own: folded into the product Ṙ = (C - Ω)R, the transpose makes
+    # it a dot that misses YNNPACK (see mm_h; jvp of LQ 256 × 256: 1.00 → 0.91 of JAX's, 512 × 64
+    # and 64 × 512 unchanged).
+    rt_dot = arrays.laid_out_unless_unrolled(rt_dot, unroll=_UNROLL)
     return LQResult(mH(rt_dot), mH(qt_dot))
 
 
