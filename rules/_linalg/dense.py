@@ -539,12 +539,10 @@ def _lu_with_lower_inverse(a):
     if n < WIDE_LU_MAX_N:
         lu, pivots, _ = lax.linalg.lu(jnp.concatenate([a, eye_like(a)], axis=-1))
         return lu[..., :n], pivots, lu[..., n:]
-    lu, pivots, _ = lax.linalg.lu(a)
-    perm = pivots_to_permutation(pivots)  # faster than lax.linalg.lu's, see there
-    iota = lax.broadcasted_iota(perm.dtype, (*perm.shape, n), perm.ndim)
-    p = (perm[..., :, None] == iota).astype(a.dtype)  # P[i, π(i)] = 1: PA = A[π]
-    m = lax.linalg.triangular_solve(lu, p, left_side=True, lower=True, unit_diagonal=True)
-    return lu, pivots, m
+    lu, pivots, perm = lu_factors(a)
+    p = _permute_rows(eye_like(a), perm)  # PA = A[π]
+    return lu, pivots, lax.linalg.triangular_solve(lu, p, left_side=True, lower=True,
+                                                   unit_diagonal=True)
 
 
 # From this n on, _lu_with_lower_inverse factorises A alone. On an AVX2 host (2 cores, float32),
