@@ -380,14 +380,9 @@ def _lq_pushforward(res, a_dot):
     z = lax.linalg.triangular_solve(mH(l), a_dot, left_side=True, lower=False, transpose_a=True,
                                     conjugate_a=True)
     d = mm(z, mH(q))
-    g = jnp.tril(d, -1) + mH(jnp.triu(d, 1)) + _real_diag(d)
+    g = jnp.tril(d) + mH(jnp.triu(d, 1)) - _imag_diag(d)  # diag(G) = Re diag(D)
     # L laid out: as the transpose of R, XLA would send LG to its generic dot (see mm_h).
     return LQResult(mm(arrays.laid_out_unless_unrolled(l, unroll=_UNROLL), g), z - mm(g, q))
-
-
-def _real_diag(c):
-    d = jnp.diagonal(c, axis1=-2, axis2=-1)
-    return d.real.astype(c.dtype)[..., :, None] * eye_like(c)
 
 
 def _lq_pullback(res, ct):
