@@ -12,16 +12,12 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from ._cases import DTYPE
+from ._cases import rand as _rand
 from ._harness import Table, fmt_time, interleaved
 
-DTYPE = jnp.float32
 REPEATS = 3  # each pair is measured this many times, as a row re-measured in a fresh run
-
-
-def _rand(shape, seed):
-    return jnp.asarray(np.random.default_rng(seed).standard_normal(shape), DTYPE)
 
 
 def _well_conditioned(shape, seed):
@@ -40,6 +36,11 @@ def _jvp(fn):
 
 def _grad(fn, w):
     return jax.grad(lambda a: sum(jnp.sum(jnp.sin(y) * w) for y in jax.tree.leaves(fn(a))))
+
+
+def _executable(fn):
+    """A jitted function of its own (its own compiled program) computing ``fn``."""
+    return jax.jit(lambda *a: fn(*a))
 
 
 def _programs(quick: bool):
@@ -65,8 +66,8 @@ def tables(quick: bool) -> list[Table]:
     spread = []
     for name, label, fn, args in _programs(quick):
         # Two jit wrappers: two executables of one program, as ours and JAX's are two.
-        first, second = jax.jit(lambda *a: fn(*a)), jax.jit(lambda *a: fn(*a))
-        runs = [interleaved([first, second], args, budget=budget) for _ in range(REPEATS)]
+        pair = [_executable(fn), _executable(fn)]
+        runs = [interleaved(pair, args, budget=budget) for _ in range(REPEATS)]
         ratios = [ratio for _, ratio in runs]
         spread += ratios
         table.add([name, label, fmt_time(runs[0][0][0]), ", ".join(f"{r:.2f}" for r in ratios),
