@@ -78,10 +78,10 @@ def pack_cotangent(w_bar: jax.Array, diagonal: bool, lower: int, upper: int) -> 
     term only off the diagonal (a diagonal entry is stored, and counted, once).
     """
     rows, cols = packing_indices(w_bar.shape[-1], diagonal)
-    off = np.flatnonzero(rows != cols)
     # A triangular matrix has one of the two terms: a gather, no scatter-add of zeros.
     if not upper:
         return lower * w_bar[..., rows, cols]
+    off = np.flatnonzero(rows != cols)
     mirrored = upper * w_bar[..., cols[off], rows[off]]
     if not lower:
         return mirrored
