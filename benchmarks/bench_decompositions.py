@@ -3,7 +3,7 @@
 For each rule and size: the gradient of a scalar loss through ours and through JAX's own op
 (``jax.grad`` of the same function), forward mode (``jax.jvp``) through both, and our pullback
 alone against our forward alone. Sizes: a batch of 4096 3×3 matrices (the closed-form routes of
-``rules/_linalg/small.py`` where a rule has one), 64×64 and 256×256.
+``rules/_kernels/small.py`` where a rule has one), 64×64 and 256×256.
 """
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import rules
-from rules._linalg import cholesky as cholesky_module
-from rules._linalg import dense, matfun, spectral
-from rules._linalg.small import MAX_CLOSED_FORM_N, MAX_JACOBI_N
+from rules._linalg import cholesky, dense, matfun, spectral
+from rules.internal import routes
 
 from ._harness import Table, fmt_time, interleaved
 
@@ -103,7 +102,7 @@ def _label(shape):
 
 
 def _small_route(shape, closed="closed form (small.py)", other="LU"):
-    return closed if shape[-1] <= MAX_CLOSED_FORM_N else other
+    return closed if shape[-1] <= routes.CLOSED_FORM_MAX_N else other
 
 
 def _eigh_invariant(out):
@@ -131,9 +130,9 @@ def tables(quick: bool) -> list[Table]:
         n = shape[-1]
         a = _rand(shape, 0) / math.sqrt(n) + _eye(shape)   # det near 1: no overflow at n = 256
         b = _rand((*shape[:-1], 4), 1)
-        route = _small_route(shape, other="LU of [Aᵀ, I]" if n < dense.WIDE_LU_MAX_N
+        route = _small_route(shape, other="LU of [Aᵀ, I]" if n < routes.LU_WITH_IDENTITY_MAX_N
                              else "LU of Aᵀ, L⁻¹P by a solve")
-        lu_route = "LU of [A, B]" if n < dense._LU_OF_A_ALONE_N else "LU of A"
+        lu_route = "LU of [A, B]" if n < routes.LU_WITH_RHS_MAX_N else "LU of A"
         rows["solve"].append(_row(_label(shape) + " (b: k=4)",
                                   _small_route(shape, other=lu_route), _case(
             dense._solve, {}, rules.solve, jnp.linalg.solve, (a, b), (0, 1), None, budget)))
@@ -145,15 +144,15 @@ def tables(quick: bool) -> list[Table]:
     table("`rules.solve` (float32)", rows["solve"],
           ["Gradient of `Σ W ⊙ solve(A, B)` in A and B; jvp in both. JAX: `jnp.linalg.solve` "
            "(LU + custom_linear_solve). Ours: the closed-form inverse for n ≤ 4, else for n < "
-           f"{dense._LU_OF_A_ALONE_N} the LU of [A | B] (getrf leaves L⁻¹PB beside the factors: "
+           f"{routes.LU_WITH_RHS_MAX_N} the LU of [A | B] (getrf leaves L⁻¹PB beside the factors: "
            "one triangular solve left), from there the LU of A; factors (and the row "
            "permutation, where formed) reused by both derivatives."])
     table("`rules.det` (float32)", rows["det"],
           ["JAX: closed form for n = 2, 3 differentiated by autodiff; LU + a second LU in its "
            "cofactor JVP for n ≥ 4. Ours: the cofactor matrix is the residual, from the LU of "
            "[Aᵀ | I] (getrf leaves L⁻¹P beside the factors: no permutation to undo), from n = "
-           f"{dense.WIDE_LU_MAX_N} from the LU of Aᵀ and a unit-lower solve with the "
-           "permutation matrix (faster than LAPACK's wide factorisation there)."])
+           f"{routes.LU_WITH_IDENTITY_MAX_N} from the LU of Aᵀ and a unit-lower solve with the "
+           "permutation matrix (on the CPU; `rules/_kernels/routes.py`)."])
     table("`rules.slogdet` (float32)", rows["slogdet"],
           ["Loss uses both outputs (the sign's cotangent is zero for real input)."])
 
@@ -168,14 +167,14 @@ def tables(quick: bool) -> list[Table]:
         chol_route = _small_route(
             shape, "closed form, closed-form L⁻¹ (small.py)",
             "LAPACK potrf, two triangular solves" + (
-                ", blocked triangular products" if n >= cholesky_module._BLOCKED_N else ""))
+                ", blocked triangular products" if n >= routes.BLOCKED_TRIANGULAR_MIN_N else ""))
         chol_rows.append(_row(_label(shape), chol_route, _case(
-            cholesky_module._cholesky, {"symmetrize_input": True}, rules.cholesky,
+            cholesky._cholesky, {"symmetrize_input": True}, rules.cholesky,
             jnp.linalg.cholesky, (a,), (0,), None, budget)))
         cho_route = _small_route(shape, "products with the closed-form L⁻¹ (small.py)",
                                  "two triangular solves")
         cho_rows.append(_row(_label(shape) + " (b: k=4)", cho_route, _case(
-            cholesky_module._cho_solve, {}, lambda l, b: rules.cho_solve((l, True), b),
+            cholesky._cho_solve, {}, lambda l, b: rules.cho_solve((l, True), b),
             lambda l, b: jax.scipy.linalg.cho_solve((jnp.tril(l), True), b), (l, b), (0, 1), None,
             budget)))
     table("`rules.cholesky` (float32)", chol_rows, ["Gradient of `Σ W ⊙ cholesky(A)`."])
@@ -188,7 +187,7 @@ def tables(quick: bool) -> list[Table]:
     for shape in sizes:
         a = _rand(shape, 4)
         h = (a + jnp.swapaxes(a, -1, -2)) / 2
-        jacobi = shape[-1] <= MAX_JACOBI_N
+        jacobi = shape[-1] <= routes.JACOBI_MAX_N
         eigh_rows.append(_row(_label(shape), "Jacobi (small.py)" if jacobi else "LAPACK syevd",
                               _case(
             spectral._eigh, {"lower": True, "symmetrize_input": True, "degeneracy_tol": None},

@@ -10,7 +10,8 @@ import optax
 
 import geometric
 from geometric import optim
-from geometric._core.kernels import _householder_qr_factor, rotate
+from geometric._core.rotations import rotate
+from rules.internal import householder_qr_factor
 
 from ._harness import Table, fmt_time, median_time
 from ._peers import THREADS, Peers, alternate_many
@@ -189,7 +190,7 @@ def _retraction_table(quick: bool) -> Table:
                   ["retraction", "float32", "float64", "‖YᵀY − I‖_F (float32)"])
     rows = [(r, jax.jit(geometric.Stiefel(n, p, retraction=r).retract)) for r in RETRACTIONS]
     rows += [("qr by Householder QR (as before CholeskyQR)",
-              jax.jit(lambda y, v: _householder_qr_factor(y + v))),
+              jax.jit(lambda y, v: householder_qr_factor(y + v))),
              ("cayley, dense n×n solve", jax.jit(_dense_cayley)),
              ("exp, dense n×n expm", jax.jit(_dense_exp))]
     for label, fn in rows:

@@ -38,19 +38,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rules.internal import THIN_CONTRACTION, laid_out, mm, mm_h, mm_thin
+from rules.internal import cpu_route, laid_out, mm, mm_h, mm_thin, routes
 
-from ._core.kernels import rotate, rotation_coefficients, skew
+from ._core.arrays import skew
+from ._core.rotations import rotate, rotation_coefficients
 from ._core.manifold import AbstractManifold
-
-
-# Up to this many entries of Y (batch included) the step never forms [Y, M_B]. On a 2-core host
-# whose idle core wakes slowly (a VM), XLA:CPU hands the N × 2p concatenation, its transpose and
-# product to its thread pool and waits 50–250 µs for each. Split into N × p products instead,
-# manifold_adam's step on 2 cores took 0.90–0.94 of the time on St(512, 64), 0.89–0.91 on
-# St(1024, 32), 0.95–0.99 on St(768, 64), 1.02–1.07 on St(1024, 64), 1.02–1.10 from St(2048, 64)
-# on (float32, interleaved); the same on one core.
-SPLIT_FRAME_MAX_SIZE = 2**15
 
 
 def supports(m: AbstractManifold) -> bool:
@@ -102,18 +94,8 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     b = jnp.zeros_like(f) if n == p else f + mm_thin(y, c_g - yt_delta)  # B̃ = (I - YYᵀ)Δ
     mu = b1 * mu + (1 - b1) * b
     # YᵀM_B as a product rather than a combination of earlier ones: B̃'s frame block is a
-    # cancellation, which a product gets to the rounding of M_B, not of the gradient. Thin and
-    # small frames never form [Y, M_B]: its concatenation and transpose cost more than a second
-    # product (with the thin rotation below, the step on 64 × St(64, 16) takes 0.94–0.97 of the
-    # time); larger ones take [Y, M_B]ᵀM_B as one product.
-    thin = p <= THIN_CONTRACTION
-    split = thin or y.size <= SPLIT_FRAME_MAX_SIZE
-    if split:
-        yt_mu, mu_t_mu = mm(y_h, mu), mm_h(mu, mu)
-    else:
-        frame = jnp.concatenate([y, mu], axis=-1)
-        products = mm_h(frame, mu)
-        yt_mu, mu_t_mu = products[..., :p, :], products[..., p:, :]
+    # cancellation, which a product gets to the rounding of M_B, not of the gradient.
+    yt_mu, mu_t_mu = _moment_products(y_h, y, mu)
     mu_a = b1 * mu_a + (1 - b1) * a
     nu_a = b2 * nu_a + (1 - b2) * a * a
     nu_b = b2 * nu_b + (1 - b2) * jnp.sum(b * b, axis=-2) / max(n - p, 1)
@@ -129,7 +111,7 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     d_eta = -learning_rate * d
     yt_mu_d = yt_mu * d_eta  # YᵀM_B D_η
     w_y = -learning_rate * w_a - yt_mu_d
-    # P = (I - ½YYᵀ)W = M_B D_η + Y K, K = W_Y - ½YᵀW (kernels.rotate), and the products of
+    # P = (I - ½YYᵀ)W = M_B D_η + Y K, K = W_Y - ½YᵀW (rotations.rotate), and the products of
     # the rotation.
     k = 0.5 * (w_y - yt_mu_d)
     kt_yt_mu = mm_h(k, yt_mu)
@@ -137,22 +119,64 @@ def step(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, mu_a: j
     pt_mu = d_eta.mT * mu_t_mu + kt_yt_mu
     pt_p = pt_mu * d_eta + d_eta.mT * kt_yt_mu.mT + mm_h(k, k)
     r_p, r_y = rotation_coefficients(yt_p, pt_p, (yt_mu, pt_mu), retraction)
-    # P R_P + Y R_Y = [Y, M_B] [K R_P + R_Y; D_η R_P]: Q[Y, M_B] without forming P. Up to
-    # THIN_CONTRACTION columns as thin products (on 64 × St(64, 16) the step takes 0.87–0.90 of
-    # the time), small frames as two p-deep products (SPLIT_FRAME_MAX_SIZE), others as one
-    # 2p-deep product (split, St(2048, 64) took 1.05×).
-    c_y, c_mu = mm(k, r_p) + r_y, d_eta.mT * r_p
-    if thin:
-        y_next = y + (mm_thin(y, c_y[..., :p]) + mm_thin(mu, c_mu[..., :p]))
-        mu_next = mu + (mm_thin(y, c_y[..., p:]) + mm_thin(mu, c_mu[..., p:]))
-    elif split:
-        rotation = mm(y, c_y) + mm(mu, c_mu)
-        y_next, mu_next = y + rotation[..., :p], mu + rotation[..., p:]
-    else:
-        rotated = frame + mm(frame, jnp.concatenate([c_y, c_mu], axis=-2))
-        y_next, mu_next = rotated[..., :p], rotated[..., p:]
+    # P R_P + Y R_Y = [Y, M_B] [K R_P + R_Y; D_η R_P]: Q[Y, M_B] without forming P.
+    y_next, mu_next = _rotate_frame(y, mu, mm(k, r_p) + r_y, d_eta.mT * r_p)
     w = mu * d_eta + mm_thin(y, w_y)
     return m.from_frame(w), m.from_frame(y_next), m.from_frame(mu_next), mu_a, nu_a, nu_b
+
+
+def _moment_products(y_h: jax.Array, y: jax.Array, mu: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(YᵀM_B, M_BᵀM_B)`` as one product ``[Y, M_B]ᵀM_B``, ``y_h = Yᵀ``.
+
+    On the CPU thin frames (``p ≤ routes.THIN_MAX_K``) and small ones
+    (``routes.SPLIT_FRAME_MAX_SIZE``) take two products instead (``cpu_route.split_frame``): the
+    N × 2p concatenation and its transpose cost more there than a second product, and XLA:CPU
+    hands each to its thread pool.
+    """
+    p = y.shape[-1]
+
+    def split(y_h: jax.Array, y: jax.Array, mu: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return mm(y_h, mu), mm_h(mu, mu)
+
+    def joined(y_h: jax.Array, y: jax.Array, mu: jax.Array) -> tuple[jax.Array, jax.Array]:
+        products = mm_h(jnp.concatenate([y, mu], axis=-1), mu)
+        return products[..., :p, :], products[..., p:, :]
+
+    if p <= routes.THIN_MAX_K or y.size <= routes.SPLIT_FRAME_MAX_SIZE:
+        return cpu_route("split_frame", split, joined, y_h, y, mu)
+    return joined(y_h, y, mu)
+
+
+def _rotate_frame(y: jax.Array, mu: jax.Array, c_y: jax.Array, c_mu: jax.Array
+                  ) -> tuple[jax.Array, jax.Array]:
+    """``[Y, M_B] + [Y, M_B] [c_y; c_mu]``, split into ``Y`` and ``M_B``: one 2p-deep product.
+
+    On the CPU (as :func:`_moment_products`) thin frames take four thin products
+    (``cpu_route.thin_frame``, :func:`rules.internal.mm_thin`) and small ones two p-deep products
+    (``cpu_route.split_frame``).
+    """
+    p = y.shape[-1]
+
+    Split = tuple[jax.Array, jax.Array]
+
+    def joined(y: jax.Array, mu: jax.Array, c_y: jax.Array, c_mu: jax.Array) -> Split:
+        frame = jnp.concatenate([y, mu], axis=-1)
+        rotated = frame + mm(frame, jnp.concatenate([c_y, c_mu], axis=-2))
+        return rotated[..., :p], rotated[..., p:]
+
+    def thin(y: jax.Array, mu: jax.Array, c_y: jax.Array, c_mu: jax.Array) -> Split:
+        return (y + (mm_thin(y, c_y[..., :p]) + mm_thin(mu, c_mu[..., :p])),
+                mu + (mm_thin(y, c_y[..., p:]) + mm_thin(mu, c_mu[..., p:])))
+
+    def split(y: jax.Array, mu: jax.Array, c_y: jax.Array, c_mu: jax.Array) -> Split:
+        rotation = mm(y, c_y) + mm(mu, c_mu)
+        return y + rotation[..., :p], mu + rotation[..., p:]
+
+    if p <= routes.THIN_MAX_K:
+        return cpu_route("thin_frame", thin, joined, y, mu, c_y, c_mu)
+    if y.size <= routes.SPLIT_FRAME_MAX_SIZE:
+        return cpu_route("split_frame", split, joined, y, mu, c_y, c_mu)
+    return joined(y, mu, c_y, c_mu)
 
 
 def retract(m: AbstractManifold, x: jax.Array, w: jax.Array, retraction: str) -> jax.Array:

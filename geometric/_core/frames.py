@@ -6,7 +6,8 @@ import abc
 import jax
 import jax.numpy as jnp
 
-from .kernels import gram_error, haar_frame, polar_factor
+from rules.internal import gram_error, haar_frame, polar_factor
+
 from .manifold import AbstractManifold
 
 __all__ = ["AbstractFrameManifold"]

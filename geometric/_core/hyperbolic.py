@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .checks import check_int_field
-from .kernels import safe_sqrt
+from .arrays import safe_sqrt
 from .manifold import AbstractManifold
 
 __all__ = ["AbstractHyperbolicManifold", "arcosh1p", "artanhc", "ball_margin", "check_curvature", "clip_ball", "difference_denominator",

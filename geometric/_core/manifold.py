@@ -21,7 +21,7 @@ from jax.typing import DTypeLike
 from rules.internal import REAL_DTYPES, check_array, mm_h
 
 from .checks import check_real_dtype
-from .kernels import frobenius_inner, safe_sqrt
+from .arrays import frobenius_inner, safe_sqrt
 
 __all__ = ["CAPABILITIES", "AbstractManifold"]
 

@@ -7,10 +7,11 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from rules.internal import mm_h, mm_thin
+import rules
+from rules.internal import arctan_sv, mm_h, mm_thin, qr_factor
 
 from .._core.checks import check_frame_fields
-from .._core.kernels import arctan_sv, qr_factor, rotate
+from .._core.rotations import rotate
 from .._core.frames import AbstractFrameManifold
 
 __all__ = ["Grassmann"]
@@ -112,5 +113,5 @@ class Grassmann(AbstractFrameManifold):
         # (I - YYᵀ)Z formed from Z - Y: the same on the manifold, and exactly 0 at Z = Y.
         d = y - x
         n = d - mm_thin(x, mm_h(x, d))
-        a = jnp.linalg.solve(mm_h(x, y).mT, n.mT).mT  # N (YᵀZ)⁻¹ = U tan(Θ) Vᵀ
+        a = rules.solve(mm_h(x, y).mT, n.mT).mT  # N (YᵀZ)⁻¹ = U tan(Θ) Vᵀ
         return arctan_sv(a)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .._core.checks import check_int_field
-from .._core.kernels import safe_sqrt
+from .._core.arrays import safe_sqrt
 from .._core.manifold import AbstractManifold
 from .sphere import Sphere
 

@@ -7,10 +7,11 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from rules.internal import eye_like, mm, mm_h
+import rules
+from rules.internal import arctan_sv, eye_like, mm, mm_h, qr_factor
 
 from .._core.checks import check_int_field
-from .._core.kernels import arctan_sv, expm, qr_factor, skew, sym
+from .._core.arrays import skew, sym
 from .._core.frames import AbstractFrameManifold
 
 __all__ = ["Orthogonal"]
@@ -84,10 +85,10 @@ class Orthogonal(AbstractFrameManifold):
         return qr_factor(x + v)
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        return mm(x, expm(skew(mm_h(x, v))))
+        return mm(x, rules.expm(skew(mm_h(x, v))))
 
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
         # R - I = Xᵀ(Y - X) on the manifold: accurate for close points, exactly 0 at Y = X.
         d = mm_h(x, y - x)
-        half_tan = jnp.linalg.solve(2 * eye_like(d) + d, d)  # (R + I)⁻¹(R - I); the factors commute
+        half_tan = rules.solve(2 * eye_like(d) + d, d)  # (R + I)⁻¹(R - I); the factors commute
         return mm(x, skew(2 * arctan_sv(half_tan)))

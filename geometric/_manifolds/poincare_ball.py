@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .._core import hyperbolic as hyp
-from .._core.kernels import safe_sqrt
+from .._core.arrays import safe_sqrt
 
 __all__ = ["PoincareBall"]
 

@@ -8,14 +8,12 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import solve_triangular
 
-from rules import eigh
-from rules.internal import mm
+import rules
+from rules.internal import mm, sym_function, triangular_solver
 
+from .._core.arrays import frobenius_inner, safe_sqrt, sym
 from .._core.checks import check_choice_field, check_int_field
-from .._core.kernels import frobenius_inner, safe_sqrt, sym
-from .._core.kernels import sym_function
 from .._core.manifold import AbstractManifold
 
 __all__ = ["SPD"]
@@ -63,8 +61,8 @@ class SPD(AbstractManifold):
     (``(XY)^{1/2} = C(CᵀYC)^{1/2}C⁻¹``; the Bures–Wasserstein ``exp`` leaves SPD(n) once
     ``I + L_X[V]`` is singular, beyond the injectivity radius, and the distance is computed as
     ``‖log_X(Y)‖_X``, accurate near ``Y = X`` where the trace formula cancels). Matrix functions
-    go through :func:`~geometric._core.kernels.sym_function` (closed-form eigendecomposition
-    for n = 2), whose derivative (Daleckii–Krein) exists at repeated eigenvalues, so ``dist`` and ``log`` are differentiable at ``Y = X``
+    go through :func:`rules.internal.sym_function`, whose derivative (Daleckii–Krein) exists at
+    repeated eigenvalues, so ``dist`` and ``log`` are differentiable at ``Y = X``
     (``log`` is exactly 0 there for the affine metric). The distance's derivative at ``Y = X`` is
     0, a subgradient; ``dist²`` has its true derivative, 0.
 
@@ -134,19 +132,19 @@ class SPD(AbstractManifold):
 
     def _project_point(self, x: jax.Array) -> jax.Array:
         s = sym(x)
-        w, q = jnp.linalg.eigh(s)
+        w, q = rules.eigh(s)
         floor = self.n * float(np.finfo(x.dtype).eps) * jnp.max(jnp.abs(w), axis=-1, keepdims=True)
         raised = sym(mm(q * jnp.maximum(w, floor)[..., None, :], q.mT))
         return jnp.where((w[..., :1] > floor)[..., None], s, raised)
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         asym = jnp.linalg.norm(x - x.mT, axis=(-2, -1))
-        lowest = jnp.linalg.eigvalsh(sym(x))[..., 0]
+        lowest = rules.eigh(sym(x)).eigenvalues[..., 0]
         scale = jnp.linalg.norm(x, axis=(-2, -1))
         return (asym + jnp.maximum(-lowest, 0)) / jnp.where(scale > 0, scale, jnp.nan)
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        w = solve_triangular(jnp.linalg.cholesky(x), v, lower=True)  # C⁻¹V: VX⁻¹V = WᵀW
+        w = triangular_solver(rules.cholesky(x))(v, left_side=True)  # C⁻¹V: VX⁻¹V = WᵀW
         return sym(x + v + 0.5 * mm(w.mT, w))
 
     # ------------------------------------------------------------------------------------------
@@ -158,14 +156,14 @@ class SPD(AbstractManifold):
             return sym(mm(x, mm(g, x)))
         if self.metric == "bures_wasserstein":
             return 4 * sym(mm(x, g))
-        w, q = eigh(x)
+        w, q = rules.eigh(x)
         return _from_eigenbasis(q, _to_eigenbasis(q, g) / _log_divided_differences(w) ** 2)
 
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "affine":
-            c = jnp.linalg.cholesky(x)
+            c = rules.cholesky(x)
             return frobenius_inner(_whiten(c, u), _whiten(c, v))
-        w, q = eigh(x)
+        w, q = rules.eigh(x)
         ut, vt = _to_eigenbasis(q, u), _to_eigenbasis(q, v)
         if self.metric == "log_euclidean":
             return frobenius_inner(_log_divided_differences(w) ** 2 * ut, vt)
@@ -176,9 +174,9 @@ class SPD(AbstractManifold):
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "affine":
-            c = jnp.linalg.cholesky(x)
+            c = rules.cholesky(x)
             return sym(mm(c, mm(sym_function(jnp.exp, jnp.exp, _whiten(c, v)), c.mT)))
-        w, q = eigh(x)
+        w, q = rules.eigh(x)
         vt = _to_eigenbasis(q, v)
         if self.metric == "log_euclidean":
             log_x = jnp.log(w)[..., None] * _eye(w)
@@ -189,20 +187,21 @@ class SPD(AbstractManifold):
 
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
         if self.metric == "affine":
-            c = jnp.linalg.cholesky(x)
+            c = rules.cholesky(x)
             return sym(mm(c, mm(_affine_log(c, x, y), c.mT)))
         if self.metric == "log_euclidean":
-            w, q = eigh(x)
+            w, q = rules.eigh(x)
             step = _logm(y) - _from_eigenbasis(q, jnp.log(w)[..., None] * _eye(w))
             return _from_eigenbasis(q, _to_eigenbasis(q, step) / _log_divided_differences(w))
-        c = jnp.linalg.cholesky(x)
+        c = rules.cholesky(x)
         root = sym_function(_sqrt, _sqrt_slope, mm(c.mT, mm(y, c)))  # (CᵀYC)^{1/2}
-        t = solve_triangular(c, mm(c, root).mT, lower=True, trans="T").mT  # (XY)^{1/2} = C·root·C⁻¹
+        # (XY)^{1/2} = C·root·C⁻¹, as (C⁻ᵀ(C·root)ᵀ)ᵀ
+        t = triangular_solver(c)(mm(c, root).mT, left_side=True, transpose_a=True).mT
         return t + t.mT - 2 * x
 
     def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
         if self.metric == "affine":
-            a = _affine_log(jnp.linalg.cholesky(x), x, y)
+            a = _affine_log(rules.cholesky(x), x, y)
             return safe_sqrt(frobenius_inner(a, a))
         if self.metric == "log_euclidean":
             d = _logm(y) - _logm(x)
@@ -217,8 +216,8 @@ class SPD(AbstractManifold):
 
 def _whiten(c: jax.Array, v: jax.Array) -> jax.Array:
     """``C⁻¹VC⁻ᵀ`` for lower-triangular ``C`` and symmetric ``V`` (symmetrised)."""
-    a = solve_triangular(c, v, lower=True)
-    return sym(solve_triangular(c, a.mT, lower=True))
+    solve = triangular_solver(c)
+    return sym(solve(solve(v, left_side=True).mT, left_side=True))
 
 
 def _affine_log(c: jax.Array, x: jax.Array, y: jax.Array) -> jax.Array:

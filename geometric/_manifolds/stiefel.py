@@ -8,10 +8,12 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from rules.internal import eye_like, mm, mm_h, mm_thin
+import rules
+from rules.internal import eye_like, mm, mm_h, mm_thin, polar_factor, qr_factor
 
 from .._core.checks import check_choice_field, check_frame_fields
-from .._core.kernels import expm, frobenius_inner, polar_factor, qr_factor, rotate, sym
+from .._core.arrays import frobenius_inner, sym
+from .._core.rotations import rotate
 from .._core.frames import AbstractFrameManifold
 
 __all__ = ["Stiefel"]
@@ -45,8 +47,8 @@ class Stiefel(AbstractFrameManifold):
 
     * ``"qr"``: ``qf(Y + V)`` with ``diag(R) ≥ 0``, by CholeskyQR of the well-conditioned
       ``Y + V`` (Gram matrix ``I + VᵀV``; Householder QR for very large steps): the same map as
-      Householder QR, 2.5–4× faster on St(N, 64) (:func:`~geometric._core.kernels.qr_factor`,
-      ``docs/derivations/manifolds.md``, "QR");
+      Householder QR, in two matrix products and a p×p factorisation
+      (:func:`rules.internal.qr_factor`, ``docs/derivations/manifolds.md``, "QR");
     * ``"polar"``: ``(Y + V)((Y + V)ᵀ(Y + V))^{-1/2}`` (p×p eigendecomposition);
     * ``"cayley"``: ``(I - ½Ω)⁻¹(I + ½Ω)Y``, ``Ω = Ω(Y, V)`` (Wen & Yin's low-rank form: one 2p×2p
       solve);
@@ -164,5 +166,5 @@ class Stiefel(AbstractFrameManifold):
         a = mm_h(x, v)
         block = jnp.concatenate([jnp.concatenate([a, -mm_h(v, v)], axis=-1),
                                  jnp.concatenate([eye_like(a), a], axis=-1)], axis=-2)
-        first_columns = expm(block)[..., :, :self.p]
-        return mm(jnp.concatenate([x, v], axis=-1), mm(first_columns, expm(-a)))
+        first_columns = rules.expm(block)[..., :, :self.p]
+        return mm(jnp.concatenate([x, v], axis=-1), mm(first_columns, rules.expm(-a)))

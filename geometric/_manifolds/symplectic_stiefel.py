@@ -8,10 +8,11 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from rules.internal import eye_like, mm
+import rules
+from rules.internal import eye_like, householder_qr_factor, mm
 
 from .._core.checks import check_int_field
-from .._core.kernels import frobenius_inner, skew, sym
+from .._core.arrays import frobenius_inner, skew, sym
 from .._core.manifold import AbstractManifold
 
 __all__ = ["SymplecticStiefel"]
@@ -103,9 +104,8 @@ class SymplecticStiefel(AbstractManifold):
         n, k = self.n, self.k
         k_unitary, k_shear, k_stretch = jax.random.split(key, 3)
         complex_dtype = jnp.result_type(dtype, jnp.complex64)
-        q, r = jnp.linalg.qr(jax.random.normal(k_unitary, (n, k), complex_dtype))
-        d = jnp.diagonal(r)
-        q = q * jnp.where(d == 0, 1, d / jnp.abs(d))[None, :]  # Haar: no LAPACK phase gauge (Mezzadri)
+        # Haar (no LAPACK phase gauge: Mezzadri)
+        q = householder_qr_factor(jax.random.normal(k_unitary, (n, k), complex_dtype))
         a, b = q.real.astype(dtype), q.imag.astype(dtype)
         x = jnp.block([[a, -b], [b, a]])  # Q E for the orthosymplectic Q = [[A, -B], [B, A]]
         s = sym(jax.random.normal(k_shear, (n, n), dtype)) / math.sqrt(8 * n)
@@ -114,7 +114,7 @@ class SymplecticStiefel(AbstractManifold):
         return x * jnp.concatenate([stretch, 1 / stretch])[None, :]
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        w, q = jnp.linalg.eigh(mm(x.mT, x))
+        w, q = rules.eigh(mm(x.mT, x))
         rhs = mm(q.mT, mm(-2 * skew(mm(x.mT, self._j(v))), q))
         omega = mm(q, mm(rhs / (w[..., :, None] + w[..., None, :]), q.mT))
         return v - self._j(mm(x, omega))
@@ -133,9 +133,9 @@ class SymplecticStiefel(AbstractManifold):
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         gram = mm(x.mT, x)
         pu, pv = mm(x.mT, self._j(u)), mm(x.mT, self._j(v))  # -XᵀJᵀU; the signs cancel
-        solved = jnp.linalg.solve(gram, jnp.concatenate([v.mT, pv], axis=-1))  # G⁻¹[Vᵀ, P_V]
+        solved = rules.solve(gram, jnp.concatenate([v.mT, pv], axis=-1))  # G⁻¹[Vᵀ, P_V]
         v_g = solved[..., : 2 * self.n].mT  # V G⁻¹
-        g_pv_g = jnp.linalg.solve(gram, solved[..., 2 * self.n:].mT).mT  # G⁻¹P_V G⁻¹ (G sym)
+        g_pv_g = rules.solve(gram, solved[..., 2 * self.n:].mT).mT  # G⁻¹P_V G⁻¹ (G sym)
         return frobenius_inner(u, v_g) - 0.5 * frobenius_inner(pu, g_pv_g)
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
@@ -145,7 +145,7 @@ class SymplecticStiefel(AbstractManifold):
         b = jnp.concatenate([xj, u], axis=-1)  # Bᵀ = bᵀ J_{2n}
         bt_a = mm(b.mT, self._j(a))
         bt_x = mm(b.mT, self._j(x))
-        return x + mm(a, jnp.linalg.solve(eye_like(bt_a) - 0.5 * bt_a, bt_x))
+        return x + mm(a, rules.solve(eye_like(bt_a) - 0.5 * bt_a, bt_x))
 
     # ------------------------------------------------------------------------------------------
 

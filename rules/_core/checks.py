@@ -1,8 +1,8 @@
 """Input checks. They run once, at trace time, in the public function, and name the function, the
-argument, what was expected and what was given."""
+argument, what was expected and what was given; and the handling of a solve's operands."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -11,7 +11,7 @@ import numpy as np
 from jax.typing import DTypeLike
 
 __all__ = ["HALF_DTYPES", "INEXACT_DTYPES", "REAL_DTYPES", "as_inexact_matrix", "check_array",
-           "check_matrix", "is_half"]
+           "check_matrix", "is_half", "promote_operands", "solve_broadcast"]
 
 REAL_DTYPES: tuple[DTypeLike, ...] = (jnp.float32, jnp.float64)
 INEXACT_DTYPES: tuple[DTypeLike, ...] = (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
@@ -61,3 +61,59 @@ def as_inexact_matrix(fname: str, argname: str, x: Any, *, square: bool = False)
 
 def is_half(x: jax.Array) -> bool:
     return any(x.dtype == jnp.dtype(d) for d in HALF_DTYPES)
+
+
+# ----------------------------------------------------------------------------------------------
+# The operands of a solve (rules.solve, rules.cho_solve)
+
+
+def promote_operands(fname: str, argname: str, a: Any, b: Any) -> tuple[jax.Array, jax.Array]:
+    """``a`` (square) and ``b`` checked, then promoted together as ``jax.numpy.linalg`` does."""
+    a_in, b_in = a, b
+    a = as_inexact_matrix(fname, argname, a, square=True)
+    b = _as_inexact_rhs(fname, b)
+    dtype = jnp.result_type(a_in.dtype, b_in.dtype)  # an integer operand takes the other's dtype
+    if not jnp.issubdtype(dtype, jnp.inexact):
+        dtype = _as_inexact_rhs(fname, jnp.zeros(1, dtype)).dtype
+    return a.astype(dtype), b.astype(dtype)
+
+
+def _as_inexact_rhs(fname: str, x: Any) -> jax.Array:
+    """``b`` of a solve as an array of rank ≥ 1, integers promoted as ``jax.numpy.linalg`` does."""
+    if not isinstance(x, (jax.Array, np.ndarray)):
+        raise TypeError(f"{fname}: `b` must be a JAX or NumPy array; got {type(x).__name__}.")
+    if x.dtype == np.bool_ or jnp.issubdtype(x.dtype, jnp.integer):
+        x = jnp.asarray(x, jax.dtypes.canonicalize_dtype(
+            jnp.float64 if x.dtype.itemsize == 8 else jnp.float32))
+    check_array(fname, "b", x, dtypes=INEXACT_DTYPES + HALF_DTYPES)
+    if x.ndim < 1:
+        raise ValueError(f"{fname}: `b` must have shape (n,) or (..., n, k); got ().")
+    return x
+
+
+def solve_broadcast(fname: str, argname: str, a: jax.Array, b: jax.Array,
+                    solver: Callable[[jax.Array, jax.Array], jax.Array]) -> jax.Array:
+    """``solver(A, B)`` for ``b`` of shape ``(n,)`` or ``(..., n, k)``, batch shapes broadcast.
+
+    Checks the shapes (at trace time) and brings them to ``solver``'s: ``A`` of shape
+    ``(..., n, n)`` and ``B`` of shape ``(..., n, k)`` with equal batch shapes. One matrix with a
+    batch of right-hand sides is factorised once: the batch becomes columns.
+    """
+    n = a.shape[-1]
+    vector = b.ndim == 1
+    if (b.shape[0] if vector else b.shape[-2]) != n:
+        raise ValueError(f"{fname}: `b` must have shape (n,) or (..., n, k) with n = {n} "
+                         f"(`{argname}` has shape {tuple(a.shape)}); got {tuple(b.shape)}.")
+    b_mat = b[:, None] if vector else b
+    try:
+        batch = jnp.broadcast_shapes(a.shape[:-2], b_mat.shape[:-2])
+    except ValueError:
+        raise ValueError(f"{fname}: the batch shapes of `{argname}` {tuple(a.shape)} and `b` "
+                         f"{tuple(b.shape)} do not broadcast.") from None
+    k = b_mat.shape[-1]
+    if a.ndim == 2 and batch:
+        cols = jnp.moveaxis(b_mat, -2, 0).reshape(n, -1)
+        x = jnp.moveaxis(solver(a, cols).reshape(n, *batch, k), 0, -2)
+    else:
+        x = solver(jnp.broadcast_to(a, (*batch, n, n)), jnp.broadcast_to(b_mat, (*batch, n, k)))
+    return x[..., 0] if vector else x

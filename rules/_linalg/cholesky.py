@@ -6,19 +6,17 @@ their boundary; the conjugations inside come from ``Lᴴ``.
 """
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from .._core.arrays import conj, laid_out_unless_unrolled, mH, mm
-from .._core.checks import as_inexact_matrix
+from .._core.arrays import conj, hermitian_part, mH
+from .._core.checks import as_inexact_matrix, promote_operands, solve_broadcast
 from .._core.rule import Rule
-from . import jax_ops
-from .dense import promote_operands, solve_broadcast
-from .small import closed_form_applies, closed_form_cholesky, closed_form_lower_inv
+from .._kernels import cholesky as kernel
+from .._kernels.products import lower_of_transpose_product, lower_product, mm
+from .._kernels.small import closed_form_applies
 
 __all__ = ["cho_solve", "cholesky"]
 
@@ -64,9 +62,8 @@ def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True
       Residual: ``L`` only. Pushforward and pullback cost two triangular solves and one product,
       like the forward's factorisation up to a constant. For ``n ≤ 4`` the factor is the
       unrolled Cholesky recurrence and the solves are products with the closed-form ``L⁻¹``
-      (``rules/_linalg/small.py``), fused loops over a batch instead of a LAPACK call per
-      matrix (4096 × 3×3 float32 on CPU: gradient 0.16 and jvp 0.14 of JAX's time). Solve with
-      the factor with :func:`rules.cho_solve`.
+      (``rules/_kernels/cholesky.py``), fused loops over a batch instead of a solver call per
+      matrix. Solve with the factor with :func:`rules.cho_solve`.
 
     References:
       I. Murray, "Differentiation of the Cholesky decomposition", arXiv:1602.07527.
@@ -88,65 +85,37 @@ def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True
 
 
 def _cholesky_forward(a, *, symmetrize_input):
-    if closed_form_applies(a):
-        l = closed_form_cholesky(_hermitian_part(a) if symmetrize_input else a)
-    else:
-        l = jax_ops.cholesky(a, symmetrize_input=symmetrize_input)
+    l = kernel.cholesky(a, symmetrize_input=symmetrize_input)
     return l, l
 
 
 def _cholesky_pushforward(l, a_dot, *, symmetrize_input):
-    """``L̇ = L Φ(L⁻¹ Ṡ L⁻ᴴ)``: a left-side solve, then a right-side one.
-
-    In this order neither solve reads a transposed operand, which XLA would copy first (float32,
-    jvp against two right-side solves with a transpose between: 0.95–1.00 of the time at n = 64
-    and 256).
-    """
-    solve = _triangular_solver(l)
-    s_dot = _hermitian_part(a_dot) if symmetrize_input else a_dot
+    """``L̇ = L Φ(L⁻¹ Ṡ L⁻ᴴ)``: a left-side solve, then a right-side one, so that neither solve
+    reads a transposed operand (which XLA would copy first)."""
+    solve = kernel.triangular_solver(l)
+    s_dot = hermitian_part(a_dot) if symmetrize_input else a_dot
     x = solve(solve(s_dot, left_side=True), left_side=False, transpose_a=True, conjugate_a=True)
-    return _lower_product(l, _phi(x))
+    return lower_product(l, _phi(x))
 
 
 def _cholesky_pullback(l, l_bar, *, symmetrize_input):
     """``S̄ = L⁻ᵀ Φ(Lᵀ L̄) conj(L)⁻¹``, then the Hermitian part if the input was symmetrised.
 
     With ``Y = Φ(Lᵀ L̄) conj(L)⁻¹`` (a right-side solve), ``S̄ = L⁻ᵀ Y`` by a left-side one: no
-    solve reads a transposed operand (float32, gradient against ``S̄ = (Yᵀ L⁻¹)ᵀ`` by two
-    right-side solves: 0.96–0.98 of the time at n = 64, 0.89–0.94 at 256).
+    solve reads a transposed operand. Tiny factors take ``S̄ = (Yᵀ L⁻¹)ᵀ`` instead: their solves
+    are unrolled products, into which the transposes fuse, where a product with ``L⁻ᵀ`` would
+    make XLA lay out the transposed inverse.
     """
-    solve = _triangular_solver(l)
-    y = solve(_phi(_lower_of_transpose_product(l, l_bar)), left_side=False, conjugate_a=True)
+    solve = kernel.triangular_solver(l)
+    y = solve(_phi(lower_of_transpose_product(l, l_bar)), left_side=False, conjugate_a=True)
     if closed_form_applies(l):
-        # (Yᵀ L⁻¹)ᵀ: transposes fuse into the unrolled products, while the product with L⁻ᵀ
-        # makes XLA lay out L⁻¹ transposed (gradient at 4096 × 3 × 3: 0.80–0.86 of the time).
         s_bar = solve(y.mT, left_side=False).mT
     else:
         s_bar = solve(y, left_side=True, transpose_a=True)
-    return (_hermitian_part(s_bar) if symmetrize_input else s_bar,)
+    return (hermitian_part(s_bar) if symmetrize_input else s_bar,)
 
 
 _cholesky = Rule("cholesky", _cholesky_forward, _cholesky_pushforward, _cholesky_pullback)
-
-
-def _triangular_solver(l):
-    """``solve(B, left_side=, transpose_a=, conjugate_a=)``: ``op(L)⁻¹B`` or ``B op(L)⁻¹``.
-
-    ``lax.linalg.triangular_solve`` with the lower triangle of ``l``; for ``n ≤ 4`` a product with
-    the closed-form ``L⁻¹`` (``op`` of an inverse is the inverse of ``op``), formed once for all
-    the solves of a derivative: on CPU LAPACK's trsm is a call per slice of a batch, and the
-    cost of a batch of 3×3 factors was those calls.
-    """
-    if not closed_form_applies(l):
-        return functools.partial(lax.linalg.triangular_solve, l, lower=True)
-    inverse = closed_form_lower_inv(l)
-
-    def solve(b, *, left_side, transpose_a=False, conjugate_a=False):
-        op = inverse.mT if transpose_a else inverse
-        op = conj(op) if conjugate_a else op
-        return mm(op, b) if left_side else mm(b, op)
-
-    return solve
 
 
 def _phi(x):
@@ -155,51 +124,6 @@ def _phi(x):
     row = lax.broadcasted_iota(jnp.int32, (n, n), 0)
     col = lax.broadcasted_iota(jnp.int32, (n, n), 1)
     return jnp.where(row > col, x, jnp.where(row == col, 0.5 * x, 0))
-
-
-# From this size on, the triangular products below are split into 2 × 2 blocks (recursively, the
-# diagonal blocks being triangular products again), skipping the blocks that are zero: half the
-# flops of a full product or less, worth the slicing (at n = 256 the gradient is 10% faster).
-_BLOCKED_N = 128
-
-
-def _lower_product(l, x):
-    """``L X`` for lower triangular ``L`` and ``X``: ``[[L₁₁X₁₁, 0], [L₂₁X₁₁ + L₂₂X₂₁, L₂₂X₂₂]]``."""
-    n = l.shape[-1]
-    if n < _BLOCKED_N:
-        return mm(l, x)
-    h = n // 2
-    l11, l21, l22 = l[..., :h, :h], l[..., h:, :h], l[..., h:, h:]
-    x11, x21, x22 = x[..., :h, :h], x[..., h:, :h], x[..., h:, h:]
-    top = jnp.concatenate([_lower_product(l11, x11), jnp.zeros_like(l[..., :h, h:])], axis=-1)
-    bottom = jnp.concatenate([mm(l21, x11) + mm(l22, x21), _lower_product(l22, x22)], axis=-1)
-    return jnp.concatenate([top, bottom], axis=-2)
-
-
-def _lower_of_transpose_product(l, y):
-    """A matrix whose lower triangle is that of ``Lᵀ Y`` for lower triangular ``L`` (the rest is
-    not computed), by :func:`_lower_of_upper_product` with ``Lᵀ`` laid out once: folded into
-    the block products, the transpose would send each to XLA:CPU's generic dot."""
-    return _lower_of_upper_product(laid_out_unless_unrolled(l.mT), y)
-
-
-def _lower_of_upper_product(u, y):
-    """A matrix whose lower triangle is that of ``U Y`` for upper triangular ``U``:
-    ``[[U₁₁Y₁₁ + U₁₂Y₂₁, ·], [U₂₂Y₂₁, U₂₂Y₂₂]]``, the upper block left zero."""
-    n = u.shape[-1]
-    if n < _BLOCKED_N:
-        return mm(u, y)
-    h = n // 2
-    u11, u12, u22 = u[..., :h, :h], u[..., :h, h:], u[..., h:, h:]
-    y11, y21, y22 = y[..., :h, :h], y[..., h:, :h], y[..., h:, h:]
-    top = jnp.concatenate([_lower_of_upper_product(u11, y11) + mm(u12, y21),
-                           jnp.zeros_like(y[..., :h, h:])], axis=-1)
-    bottom = jnp.concatenate([mm(u22, y21), _lower_of_upper_product(u22, y22)], axis=-1)
-    return jnp.concatenate([top, bottom], axis=-2)
-
-
-def _hermitian_part(x):
-    return 0.5 * (x + mH(x))
 
 
 # ==============================================================================================
@@ -263,7 +187,7 @@ def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
 
 
 def _cho_solve_forward(l, b):
-    solve = _triangular_solver(l)
+    solve = kernel.triangular_solver(l)
     y = solve(b, left_side=True)
     x = solve(y, left_side=True, transpose_a=True, conjugate_a=True)
     return x, (l, y, x)
@@ -272,13 +196,11 @@ def _cho_solve_forward(l, b):
 def _cho_solve_pushforward(res, l_dot, b_dot):
     """``Ẋ = A⁻¹(Ḃ - L̇(LᴴX) - L(L̇ᴴX))`` with ``L̇ = tril(ċ)`` and ``LᴴX = Y``."""
     l, y, x = res
-    rhs: jax.Array | int = 0
-    if l_dot is not None:
-        l_dot = jnp.tril(l_dot)
-        rhs = -mm(l_dot, y) - mm(l, mm(mH(l_dot), x))
-    if b_dot is not None:
-        rhs = rhs + b_dot
-    return _solve_factored(l, rhs)
+    if l_dot is None:  # the rule is not evaluated when both tangents are zero
+        return kernel.solve_factored(l, b_dot)
+    l_dot = jnp.tril(l_dot)
+    rhs = -mm(l_dot, y) - mm(l, mm(mH(l_dot), x))
+    return kernel.solve_factored(l, rhs if b_dot is None else rhs + b_dot)
 
 
 def _cho_solve_pullback(res, x_bar):
@@ -286,11 +208,10 @@ def _cho_solve_pullback(res, x_bar):
 
     The same as ``-tril((Ā + Āᴴ) conj L)`` with ``Ā = -B̄ Xᵀ``, since ``Xᵀ conj L = Yᵀ`` and
     ``B̄ᴴ conj L = Zᴴ``: two outer products instead of four products, computed as one,
-    ``[B̄ | conj X] [Y | conj Z]ᵀ`` (one dot and no sum: gradient at n = 64, k = 4 in 0.91–0.94
-    of the time of two).
+    ``[B̄ | conj X] [Y | conj Z]ᵀ`` (one dot and no sum).
     """
     l, y, x = res
-    solve = _triangular_solver(l)
+    solve = kernel.triangular_solver(l)
     z = solve(x_bar, left_side=True, conjugate_a=True)
     b_bar = solve(z, left_side=True, transpose_a=True)
     left = jnp.concatenate([b_bar, conj(x)], axis=-1)
@@ -299,9 +220,3 @@ def _cho_solve_pullback(res, x_bar):
 
 
 _cho_solve = Rule("cho_solve", _cho_solve_forward, _cho_solve_pushforward, _cho_solve_pullback)
-
-
-def _solve_factored(l, b):
-    """``(L Lᴴ)⁻¹ B`` by two triangular solves, reading the lower triangle of ``l`` only."""
-    solve = _triangular_solver(l)
-    return solve(solve(b, left_side=True), left_side=True, transpose_a=True, conjugate_a=True)

@@ -14,11 +14,10 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from .._core import arrays
 from .._core.arrays import conj, copyltu, eye_like, mH
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
-from . import jax_ops
+from .._kernels import jax_ops, products, routes
 
 __all__ = ["LQResult", "QRResult", "lq", "qr"]
 
@@ -38,28 +37,15 @@ class LQResult(NamedTuple):
 
 
 def mm(a, b):
-    """:func:`rules._core.arrays.mm`, unrolled up to 16 × 16: batches of small QRs.
-
-    XLA:CPU runs a batched dot through YNNPACK only from 8 × 8 on and only with the left operand
-    contracted over its last axis, otherwise slice by slice (measured float32, one core, 1024
-    products: 6 × 6 in 0.05 ms unrolled against 0.53 ms as a dot; 8 × 8 0.05 against 0.11 ms, or
-    0.62 ms with the left operand transposed; 16 × 16 0.19 against 0.25 or 1.09 ms; 24 × 24 0.58
-    against 0.47 ms). Gradient of QR on 1024 × 8 × 8: 1.02 → 0.84 of JAX's (pullback 1.83 → 0.70
-    ms). The same limit for single matrices keeps a slice of a batch and the batch computed alike.
-    """
-    return arrays.mm(a, b, unroll=_UNROLL)
-
-
-_UNROLL = 16  # see mm
+    """:func:`rules._kernels.products.mm` unrolled up to ``routes.QR_UNROLL_MAX`` on the CPU:
+    batches of small QRs, whose products XLA:CPU's dot runs slice by slice. The same limit for
+    single matrices keeps a slice of a batch and the batch computed alike."""
+    return products.mm(a, b, unroll=routes.QR_UNROLL_MAX)
 
 
 def mm_h(a, b):
-    """:func:`rules._core.arrays.mm_h` with QR's unroll size: ``aᴴ b``, ``aᴴ`` laid out first.
-
-    Measured in CPU-time medians against JAX: gradient of QR 512 × 64 0.94 → 0.83, jvp of QR
-    512 × 64 0.94 → 0.78 and 64 × 512 0.97 → 0.76.
-    """
-    return arrays.mm_h(a, b, unroll=_UNROLL)
+    """:func:`rules._kernels.products.mm_h` with QR's unroll size: ``aᴴ b``, ``aᴴ`` laid out."""
+    return products.mm_h(a, b, unroll=routes.QR_UNROLL_MAX)
 
 
 # ==============================================================================================
@@ -158,9 +144,7 @@ def _qr_forward(a, *, mode):
 def _wide_block(a):
     """``Y = A[..., :, m:]`` of a wide ``A``, else ``None``: a residual of the wide rules.
 
-    Both derivatives need ``Y = QV``; keeping the input block saves that m × m × (n − m) product
-    (measured 64 × 512, float32, one core: pushforward 0.17 against 0.22 ms, pullback 0.16 against
-    0.19 ms).
+    Both derivatives need ``Y = QV``; keeping the input block saves that m × m × (n − m) product.
     """
     m, n = a.shape[-2:]
     return a[..., :, m:] if m < n else None
@@ -257,31 +241,10 @@ def _thin_qr_pullback(q, r, q_bar, r_bar):
                                        conjugate_a=True)
 
 
-# From this many columns on, R R̄ᴴ is formed in blocks (see _copyltu_m). Gradient time blocked /
-# whole, float32, CPU, in one process: n = 256 1.01–1.05 (QR and LQ), 320 0.94–1.00, 384
-# 0.96–0.99, 512 0.96–0.98.
-_BLOCKED = 320
-
-
 def _copyltu_m(q, r, q_bar, r_bar):
-    """``copyltu(M)``, ``M = R R̄ᴴ - Q̄ᴴQ``, computing ``R R̄ᴴ`` only where copyltu reads it.
-
-    copyltu reads ``M`` on and below the diagonal, where ``(R R̄ᴴ)_ij = Σ_{k ≥ i} R_ik conj(R̄_jk)``
-    (R is upper triangular) involves only R̄'s upper triangle, so R̄ needs no mask. From
-    ``_BLOCKED`` columns on, with ``h = n/2`` and ``R = [R₁₁ R₁₂; 0 R₂₂]``, the rows ``i < h``
-    are ``R[:h] R̄[:h]ᴴ`` (columns ``j < h``) and the rows ``i ≥ h`` are ``R₂₂ R̄[:, h:]ᴴ``: half
-    the flops of ``R R̄ᴴ``, the block above the diagonal and the zeros of ``R`` skipped; below
-    ``_BLOCKED`` columns the slicing costs more than the flops it saves. ``Q̄ᴴQ`` stays one
-    product: blocking it too made tall matrices slower (column slices).
-    """
-    n = r.shape[-1]
-    if n < _BLOCKED:
-        m_ = mm(r, mH(r_bar))
-    else:
-        h = n // 2
-        top = mm(r[..., :h, :], mH(r_bar[..., :h, :]))
-        top = jnp.concatenate([top, jnp.zeros((*top.shape[:-1], n - h), top.dtype)], -1)
-        m_ = jnp.concatenate([top, mm(r[..., h:, h:], mH(r_bar[..., :, h:]))], -2)
+    """``copyltu(M)``, ``M = R R̄ᴴ - Q̄ᴴQ``, with ``R R̄ᴴ`` formed only where copyltu reads it (on and
+    below the diagonal, :func:`~rules._kernels.products.lower_of_upper_adjoint_product`)."""
+    m_ = products.lower_of_upper_adjoint_product(r, r_bar, unroll=routes.QR_UNROLL_MAX)
     return copyltu(m_ if q_bar is None else m_ - mm_h(q_bar, q))
 
 
@@ -365,16 +328,15 @@ def _lq_pushforward(res, a_dot):
     ``L̇ = LG``, ``Q̇ = Z - GQ``. For ``m > n``, QR's wide rule at ``Aᴴ``, transposed.
 
     ``G`` is ``(Ṙ R⁻¹)ᴴ`` of QR's rule at ``Aᴴ = QᴴLᴴ``, written for ``L`` and ``Q`` directly
-    (``docs/derivations/lq.md#pushforward``): no product has a transposed operand or result, which
-    XLA:CPU would copy (jvp, float32, against QR's rule transposed: 0.92–0.97 of the time at
-    256 × 256, 0.91–0.94 at 64 × 512).
+    (``docs/derivations/lq.md#pushforward``): no product has a transposed operand or result,
+    which XLA would copy.
     """
     (l, q), y = res
     if y is not None:
         qt_dot, rt_dot = qr_pushforward(mH(q), mH(l), mH(a_dot), mH(y))
         # Transposed by a copy of its own: folded into the product Ṙ = (C - Ω)R, the transpose
         # makes it a dot that misses YNNPACK (see mm_h).
-        rt_dot = arrays.laid_out_unless_unrolled(rt_dot, unroll=_UNROLL)
+        rt_dot = products.laid_out_unless_unrolled(rt_dot, unroll=routes.QR_UNROLL_MAX)
         return LQResult(mH(rt_dot), mH(qt_dot))
     # L⁻¹ as a solve with R = Lᴴ, transposed: R is in the layout LAPACK's QR left it in.
     z = lax.linalg.triangular_solve(mH(l), a_dot, left_side=True, lower=False, transpose_a=True,
@@ -382,7 +344,8 @@ def _lq_pushforward(res, a_dot):
     d = mm(z, mH(q))
     g = jnp.tril(d) + mH(jnp.triu(d, 1)) - _imag_diag(d)  # diag(G) = Re diag(D)
     # L laid out: as the transpose of R, XLA would send LG to its generic dot (see mm_h).
-    return LQResult(mm(arrays.laid_out_unless_unrolled(l, unroll=_UNROLL), g), z - mm(g, q))
+    l = products.laid_out_unless_unrolled(l, unroll=routes.QR_UNROLL_MAX)
+    return LQResult(mm(l, g), z - mm(g, q))
 
 
 def _lq_pullback(res, ct):

@@ -24,11 +24,13 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from .._core.arrays import conj, eye_like, laid_out, mH, mm, mm_h
+from .._core.arrays import conj, eye_like, hermitian_part, mH
 from .._core.checks import as_inexact_matrix
 from .._core.rule import Rule
-from . import jax_ops
-from .small import MAX_JACOBI_N, jacobi_eigh, jacobi_svd
+from .._kernels import jax_ops
+from .._kernels import spectral as kernel
+from .._kernels.products import laid_out, mm, mm_h
+from .._kernels.small import jacobi_applies
 
 __all__ = ["EighResult", "SVDResult", "default_degeneracy_tol", "eigh", "svd"]
 
@@ -167,9 +169,9 @@ def eigh(a: ArrayLike, UPLO: Literal["L", "U"] | None = None, symmetrize_input: 
       exactly) degenerate pair below the tolerance is then treated as degenerate. The eigenvector
       tangent has ``Vᴴ V̇`` zero on the diagonal and inside degenerate blocks (the gauge of
       ``jax.jvp``). Residuals: ``λ`` and ``V``; pullback and pushforward are three products each.
-      For real ``n ≤ 3`` the decomposition is Jacobi's (``rules/_linalg/small.py``, as accurate
-      as LAPACK's ``syevd`` and several times faster on a batch); eigenvector signs may then
-      differ from ``jnp.linalg.eigh``'s.
+      For real ``n ≤ 3`` the decomposition is Jacobi's (``rules/_kernels/small.py``, as accurate
+      as LAPACK's ``syevd``, one fused loop over a batch); eigenvector signs may then differ from
+      ``jnp.linalg.eigh``'s.
 
     References:
       M. Giles (2008), §3.1; H.-J. Liao et al., "Differentiable programming tensor networks",
@@ -226,7 +228,7 @@ def _eigh_tangent(res, a_dot, symmetrize_input, degeneracy_tol, fill):
     """``λ̇ = Re diag(M)``, ``V̇ = V (F ∘ M)`` with ``M = Vᴴ Ȧ V``."""
     w, v = res
     if symmetrize_input:
-        a_dot = _hermitian_part(a_dot)
+        a_dot = hermitian_part(a_dot)
     m = mm_h(v, mm(a_dot, v))
     f = _inverse_differences(w, _tolerance(w, degeneracy_tol), fill)
     return EighResult(jnp.diagonal(m, axis1=-2, axis2=-1).real, mm(v, f * m))
@@ -234,10 +236,7 @@ def _eigh_tangent(res, a_dot, symmetrize_input, degeneracy_tol, fill):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
 def _eigh_decomposition(a, lower, symmetrize_input, degeneracy_tol):
-    if _jacobi_route(a):
-        return EighResult(*jacobi_eigh(a, lower, symmetrize_input))
-    w, v = jax_ops.eigh(a, UPLO="L" if lower else "U", symmetrize_input=symmetrize_input)
-    return EighResult(w, v)
+    return EighResult(*kernel.eigh(a, lower=lower, symmetrize_input=symmetrize_input))
 
 
 @_eigh_decomposition.defjvp
@@ -250,10 +249,6 @@ def _inverse_differences(w, tol, fill):
     """``F_ij = 1/(w_j - w_i)``; ``fill`` where ``|w_j - w_i| ≤ tol``, ``0`` on the diagonal."""
     diff = w[..., None, :] - w[..., :, None]
     return _pair_reciprocal(diff, jnp.abs(diff) <= tol[..., None], fill)
-
-
-def _hermitian_part(x):
-    return 0.5 * (x + mH(x))
 
 
 def _add_to_diagonal(x, d):
@@ -340,8 +335,8 @@ def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
       for ``V``; losses that depend on ``U₂`` only through ``U₂ U₂ᴴ`` get exact gradients. (JAX
       does not differentiate ``full_matrices=True`` for non-square input.)
       Residuals: ``U``, ``s``, ``Vh``. For real square ``n ≤ 3`` the decomposition is one-sided
-      Jacobi (``rules/_linalg/small.py``, as accurate as LAPACK's ``gesdd`` and several times
-      faster on a batch); singular-vector signs may then differ from ``jnp.linalg.svd``'s.
+      Jacobi (``rules/_kernels/small.py``, as accurate as LAPACK's ``gesdd``, one fused loop over
+      a batch); singular-vector signs may then differ from ``jnp.linalg.svd``'s.
 
     References:
       J. Townsend, "Differentiating the singular value decomposition" (2016).
@@ -366,20 +361,12 @@ def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
                 degeneracy_tol=_check_tol("svd", degeneracy_tol))
 
 
-def _jacobi_route(a) -> bool:
-    """Tiny real square matrices: Jacobi rotations on whole batch arrays (``small.py``), several
-    times faster on CPU than a LAPACK call (``syevd``, ``gesdd``) per matrix of the batch."""
-    n = a.shape[-1]
-    return a.shape[-2] == n <= MAX_JACOBI_N and a.dtype in (jnp.float32, jnp.float64)
-
-
 def _svd_primal(a, *, full_matrices, compute_uv, degeneracy_tol):
     del degeneracy_tol
-    if _jacobi_route(a):  # the same route as the decomposition the derivatives use
-        usv = SVDResult(*jacobi_svd(a))
+    if compute_uv or jacobi_applies(a):  # the decomposition the derivatives use
+        usv = SVDResult(*kernel.svd(a, full_matrices=full_matrices))
         return usv if compute_uv else usv.S
-    out = jax_ops.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
-    return SVDResult(*out) if compute_uv else out
+    return jax_ops.svd(a, compute_uv=False)
 
 
 def _svd_forward(a, *, full_matrices, compute_uv, degeneracy_tol):
@@ -428,9 +415,7 @@ def _svd_tangent(res, a_dot, full_matrices, degeneracy_tol, fill):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
 def _svd_decomposition(a, full_matrices, degeneracy_tol):
-    if _jacobi_route(a):
-        return SVDResult(*jacobi_svd(a))
-    return SVDResult(*jax_ops.svd(a, full_matrices=full_matrices))
+    return SVDResult(*kernel.svd(a, full_matrices=full_matrices))
 
 
 @_svd_decomposition.defjvp

@@ -21,69 +21,28 @@ bilinear and holomorphic, so complex inputs use plain transposes (JAX's conventi
 The pushforward's and the pullback's products ask for ``lax.Precision.HIGHEST``, as every rule's
 do (``docs/derivations/conventions.md#precision``), where JAX's own jvp of ``jnp.matmul`` keeps
 the default: on GPU/TPU the default lets float32 products run in TF32 or bfloat16 passes. On CPU
-it is the same computation (float32: bitwise equal results and equal times, measured on the
-feed-forward layer's jvp pinned to one core), so the flag costs nothing there.
+float32 products run at full precision either way, so the flag changes nothing there. The
+contractions, and the layouts chosen for them per platform, are the kernel layer's
+(``rules/_kernels/products.py``).
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
-from .._core.arrays import HIGHEST, SMALL_MATMUL, laid_out, mm
+from .._core.arrays import HIGHEST
 from .._core.checks import check_matrix
 from .._core.rule import Rule
 from .._core.sharding import match_varying
+from .._kernels.products import batched_product, product_cotangents
 from .structured import AbstractPacked
 
 __all__ = ["tensor_tensor_mul", "tensor_transpose_tensor_mul", "mat_tensor_mul", "tensor_mat_mul",
            "tensor_transpose_mat_mul", "tensor_transpose"]
 
-# Up to this size a shared left matrix is broadcast over the batch (see batched_product).
-SHARED_LEFT_BROADCAST = 32
-
 
 # ==============================================================================================
 # The one contraction
-
-
-def batched_product(x, y, tx: bool, ty: bool, *, sum_batch: bool = False, precision=None):
-    """``op(X) @ op(Y)`` for tensors or shared matrices, by one ``lax.dot_general``.
-
-    ``x`` and ``y`` have shapes ``(..., r, c)`` or ``(r, c)``; ``tx``/``ty`` transpose their last
-    two axes. If both have batch axes (the same ones) and ``sum_batch`` is set, the batch axes are
-    contracted too: the result is ``Σ_b op(X_b) op(Y_b)``, shape ``(m, n)``.
-    """
-    nx, ny = x.ndim - 2, y.ndim - 2
-    if not sum_batch and max(*x.shape[-2:], *y.shape[-2:]) <= SMALL_MATMUL:
-        # Tiny matrices: unrolled outer products (rules/_core/arrays.py); XLA's CPU dot takes ~6× longer
-        # for a (16384, 3, 3) batch against a shared 3×3 weight.
-        return mm(x.mT if tx else x, y.mT if ty else y)
-    if not nx and ny and not sum_batch and max(*x.shape, *y.shape[-2:]) <= SHARED_LEFT_BROADCAST:
-        # A shared left matrix, copied to every slice: a batched product whose left operand is
-        # row-major (XLA:CPU then runs it as one YNNPACK batch), instead of one GEMM over the
-        # slices that needs the tensor and the result transposed around it. Measured float32,
-        # 1024 slices of 32 × 32: 1.3 ms against 2.4 ms (``Wᵀ C̄``) and 1.0 against 1.6 ms
-        # (``W A``); equal at 64 × 64, slower from 96 × 96 on.
-        x = jnp.broadcast_to(x.mT if tx else x, (*y.shape[:-2], *x.shape[::-1 if tx else 1]))
-        return batched_product(x, y, False, ty, precision=precision)
-    if not nx and ny and tx:
-        # XLA:CPU runs a dot through YNNPACK only when the left operand is contracted over its
-        # last axis (rules.internal.mm_h): the shared matrix's transpose is laid out first, a
-        # copy far smaller than the tensor. Measured float32, WᵀC̄ of mat_tensor_mul's
-        # pullback, 64 slices of 128 × 128: the gradient 0.87–0.90 of JAX's time (which
-        # transposes C̄ instead) against 1.03–1.05 with the generic dot (4.5 ms of it).
-        return batched_product(laid_out(x.mT), y, False, ty, precision=precision)
-    cx = x.ndim - 2 if tx else x.ndim - 1
-    cy = y.ndim - 1 if ty else y.ndim - 2
-    if nx and ny:
-        bx, by = tuple(range(nx)), tuple(range(ny))
-        if sum_batch:
-            return lax.dot_general(x, y, ((bx + (cx,), by + (cy,)), ((), ())), precision=precision)
-        return lax.dot_general(x, y, (((cx,), (cy,)), (bx, by)), precision=precision)
-    out = lax.dot_general(x, y, (((cx,), (cy,)), ((), ())), precision=precision)
-    # A shared left operand puts its free axis first: (m, ..., n) -> (..., m, n).
-    return jnp.moveaxis(out, 0, -2) if ny else out
 
 
 def _product_forward(x, y, *, tx, ty):
@@ -102,36 +61,9 @@ def _product_pushforward(res, x_dot, y_dot, *, tx, ty):
 
 
 def _product_pullback(res, c_bar, *, tx, ty):
+    """``(X̄, Ȳ)`` (module docstring); a shared matrix's cotangent contracts the batch axes."""
     x, y = res
-    return product_pullback(x, y, tx, ty, c_bar)
-
-
-def product_pullback(x, y, tx: bool, ty: bool, c_bar):
-    """Cotangents ``(X̄, Ȳ)`` of ``C = op(X) op(Y)`` (module docstring).
-
-    With a shared matrix operand the formulas are used as written, and the shared cotangent is
-    contracted over the batch axes in the same ``dot_general``. With two batched operands both
-    cotangents put ``C̄`` on the left, ``C̄ op(Y)ᵀ`` and ``C̄ᵀ op(X)``, and are transposed where
-    needed (as JAX's own transpose of ``dot_general`` does). Each choice is the faster one on XLA's
-    CPU dot (measured, float32). Tiny slices (unrolled products, where a transposed operand costs
-    nothing) use the formulas as written: an output transpose would be a pass of its own
-    (measured (16384, 3, 3, 3) ``tensor_transpose_tensor_mul``: 4 loops instead of 2, 1.13× JAX).
-    """
-    tiny = max(*x.shape[-2:], *y.shape[-2:]) <= SMALL_MATMUL
-    if x.ndim > 2 and y.ndim > 2 and not tiny:
-        x_bar = batched_product(c_bar, y, False, not ty, precision=HIGHEST)
-        y_bar = batched_product(c_bar, x, True, tx, precision=HIGHEST)
-        return (x_bar.mT if tx else x_bar), (y_bar if ty else y_bar.mT)
-    sum_x, sum_y = x.ndim < c_bar.ndim, y.ndim < c_bar.ndim
-    if tx:
-        x_bar = batched_product(y, c_bar, ty, True, sum_batch=sum_x, precision=HIGHEST)
-    else:
-        x_bar = batched_product(c_bar, y, False, not ty, sum_batch=sum_x, precision=HIGHEST)
-    if ty:
-        y_bar = batched_product(c_bar, x, True, tx, sum_batch=sum_y, precision=HIGHEST)
-    else:
-        y_bar = batched_product(x, c_bar, not tx, False, sum_batch=sum_y, precision=HIGHEST)
-    return x_bar, y_bar
+    return product_cotangents(x, y, tx, ty, c_bar)
 
 
 product = Rule("batched_product", _product_forward, _product_pushforward, _product_pullback)

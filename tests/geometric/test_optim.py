@@ -11,7 +11,8 @@ import pytest
 import scipy.linalg as sla
 
 import geometric
-from geometric import _global_tangent, optim
+from geometric import optim
+from rules.internal import routes
 from tests.helpers import rand
 
 # ----------------------------------------------------------------------------------------------
@@ -395,7 +396,7 @@ def dense_brantner(y0, rgrad, steps, lr, b1, b2, eps, retraction, has_a, has_b):
 @pytest.mark.parametrize("case", ["stiefel-cayley", "stiefel-exp", "grassmann", "orthogonal",
                                   "wide frame, split", "wide frame, [Y, M_B]"])
 def test_manifold_adam_is_brantners_algorithm(case, monkeypatch):
-    """Thin frames (p ≤ THIN_CONTRACTION) and both routes of wider ones."""
+    """Thin frames (p ≤ routes.THIN_MAX_K) and both routes of wider ones."""
     m, retraction = {"stiefel-cayley": (geometric.Stiefel(7, 3, metric="canonical"), "cayley"),
                      "stiefel-exp": (geometric.Stiefel(7, 3, metric="canonical"), "exp"),
                      "grassmann": (geometric.Grassmann(7, 3), "cayley"),
@@ -404,7 +405,7 @@ def test_manifold_adam_is_brantners_algorithm(case, monkeypatch):
                      "wide frame, [Y, M_B]": (geometric.Stiefel(30, 20, metric="canonical"), "exp"),
                      }[case]
     if case == "wide frame, [Y, M_B]":
-        monkeypatch.setattr(_global_tangent, "SPLIT_FRAME_MAX_SIZE", 0)
+        monkeypatch.setattr(routes, "SPLIT_FRAME_MAX_SIZE", 0)
     a = np.asarray(jax.random.normal(jax.random.PRNGKey(3), (m.n, m.n), jnp.float64))
     a = a + a.T
 

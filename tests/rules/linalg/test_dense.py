@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rules
-from rules._linalg import dense
+from rules.internal import routes
 from rules.testing import check_rrule
 from tests.helpers import rand, rel_err
 from tests.rules.linalg.sharded import assert_sharded_like_unsharded
@@ -154,7 +154,7 @@ def test_solve_lu_of_a_alone_route(monkeypatch):
     # the finite-difference test checks on the other route; this checks the factorisation path
     # against JAX's vjp and jvp in real and complex arithmetic (a batch of matrices), and a
     # second derivative.
-    monkeypatch.setattr(dense, "_LU_OF_A_ALONE_N", 0)
+    monkeypatch.setattr(routes, "LU_WITH_RHS_MAX_N", 0)
     a, b = well_conditioned((2, 5, 5), 70), rand((2, 5, 3), 71)
     ac, bc = well_conditioned((2, 5, 5), 73, jnp.complex128), rand((2, 5, 3), 74, jnp.complex128)
 
@@ -182,10 +182,10 @@ def cofactors(a):
 
 @pytest.fixture(params=["wide LU", "LU of A"])
 def lu_route(request, monkeypatch):
-    """Both routes of dense._lu_with_lower_inverse at small n: the LU of [A | I], and (with the
+    """Both routes of lu.lu_with_lower_inverse at small n: the LU of [A | I], and (with the
     threshold lowered) the LU of A followed by a solve with the permutation matrix."""
     if request.param == "LU of A":
-        monkeypatch.setattr(dense, "WIDE_LU_MAX_N", 5)
+        monkeypatch.setattr(routes, "LU_WITH_IDENTITY_MAX_N", 5)
     return request.param
 
 
@@ -283,11 +283,11 @@ def test_solve_bad_input():
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128])
 def test_large_matrix_routes_match_jax(dtype):
     """The routes taken from a size on: inv from LU_INVERSE_MAX_N (JAX's inverse as the forward);
-    inv, det, slogdet and expm's solves from WIDE_LU_MAX_N (the LU of A, then L⁻¹P by a
+    inv, det, slogdet and expm's solves from LU_WITH_IDENTITY_MAX_N (the LU of A, then L⁻¹P by a
     triangular solve); values, jvp and vjp."""
-    m, real = dense.WIDE_LU_MAX_N, dtype == jnp.float64  # expm's route is dtype-blind: once
+    m, real = routes.LU_WITH_IDENTITY_MAX_N, dtype == jnp.float64  # expm's is dtype-blind: once
     scale = 1 / (2 * m ** 0.5)  # det of well_conditioned((m, m)) is about (2√m)^m: overflow
-    for fn, ref, n in [(rules.inv, jnp.linalg.inv, dense.LU_INVERSE_MAX_N),
+    for fn, ref, n in [(rules.inv, jnp.linalg.inv, routes.LU_INVERSE_MAX_N),
                        (rules.inv, jnp.linalg.inv, m),
                        (lambda a: rules.det(scale * a), lambda a: jnp.linalg.det(scale * a), m),
                        (lambda a: rules.slogdet(a).logabsdet,

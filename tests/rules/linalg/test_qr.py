@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import rules
+from rules.internal import routes
 from rules.testing import check_rrule
 from tests.helpers import rand, rel_err
 
@@ -92,18 +93,18 @@ def test_qr_blocked_pullback_and_dots(monkeypatch, shape, mode, dtype):
     """The paths that only large matrices take, forced on small ones: R R̄ᴴ formed in blocks
     (odd and even n) and the products as dots with materialized transposes (the eager run is
     compared on the default path, above)."""
-    from rules._linalg import qr as qr_module
-    monkeypatch.setattr(qr_module, "_BLOCKED", 2)
-    monkeypatch.setattr(qr_module, "_UNROLL", 1)
+    monkeypatch.setattr(routes, "BLOCKED_QR_GRAM_MIN_N", 2)
+    monkeypatch.setattr(routes, "QR_UNROLL_MAX", 1)
+    monkeypatch.setattr(routes, "UNROLL_MAX", 1)
     check_rrule(rules.qr, rand(shape, 14, dtype), fkwargs={"mode": mode}, check_jit=False)
 
 
 @pytest.mark.parametrize("shape,dtype", [((5, 5), jnp.float64), ((5, 7), jnp.complex128),
                                          ((6, 3), jnp.float64)])
 def test_lq_blocked_pullback_and_dots(monkeypatch, shape, dtype):
-    from rules._linalg import qr as qr_module
-    monkeypatch.setattr(qr_module, "_BLOCKED", 2)
-    monkeypatch.setattr(qr_module, "_UNROLL", 1)
+    monkeypatch.setattr(routes, "BLOCKED_QR_GRAM_MIN_N", 2)
+    monkeypatch.setattr(routes, "QR_UNROLL_MAX", 1)
+    monkeypatch.setattr(routes, "UNROLL_MAX", 1)
     check_rrule(rules.lq, rand(shape, 15, dtype), check_jit=False)
 
 

@@ -1,10 +1,10 @@
-"""The semi-public array helpers of ``rules.internal``."""
+"""Tests of rules/_kernels/products.py: the products of ``rules.internal``, each route."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rules.internal import THIN_CONTRACTION, laid_out, mm_h, mm_thin
+from rules.internal import laid_out, mm_h, mm_thin, routes
 from tests.helpers import rand
 
 
@@ -43,7 +43,7 @@ def test_laid_out_is_a_copy_on_the_cpu_only():
     ((4096, 12), (12, 16)),  # one tall matrix, shared right factor
     ((2, 1, 2048, 16), (3, 16, 16)),  # broadcast batch axes
     ((3, 7, 4), (3, 4, 5)),  # too small: mm
-    ((4096, 24), (24, 16)),  # contraction deeper than THIN_CONTRACTION: mm
+    ((4096, 24), (24, 16)),  # contraction deeper than routes.THIN_MAX_K: mm
 ])
 def test_mm_thin_is_the_product(dtype, shape_a, shape_b):
     """``a @ b`` whichever way it is computed, under jit, vmap, grad and jvp."""
@@ -64,7 +64,7 @@ def test_mm_thin_is_the_product(dtype, shape_a, shape_b):
 def test_mm_thin_sums_outer_products_on_the_cpu_only_where_it_pays():
     """No dot left in the compiled program of a thin, large product; a dot for a deeper one."""
     compiled = lambda a, b: jax.jit(mm_thin).lower(a, b).compile().as_text()  # noqa: E731
-    thin = jnp.ones((64, 64, THIN_CONTRACTION)), jnp.ones((64, THIN_CONTRACTION, 16))
+    thin = jnp.ones((64, 64, routes.THIN_MAX_K)), jnp.ones((64, routes.THIN_MAX_K, 16))
     assert "dot(" not in compiled(*thin) and "__ynn" not in compiled(*thin)
-    deep = jnp.ones((64, 64, THIN_CONTRACTION + 1)), jnp.ones((64, THIN_CONTRACTION + 1, 16))
+    deep = jnp.ones((64, 64, routes.THIN_MAX_K + 1)), jnp.ones((64, routes.THIN_MAX_K + 1, 16))
     assert "dot(" in compiled(*deep) or "__ynn" in compiled(*deep)

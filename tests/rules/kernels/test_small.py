@@ -1,10 +1,10 @@
-"""Tests of rules/_linalg/small.py: closed-form inverse and Cholesky, Jacobi eigh and SVD of tiny matrices."""
+"""Tests of rules/_kernels/small.py: closed-form inverse and Cholesky, Jacobi eigh and SVD of tiny matrices."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rules._linalg.small import (
+from rules._kernels.small import (
     closed_form_cholesky,
     closed_form_inv,
     closed_form_lower_inv,

@@ -1,8 +1,10 @@
 """Closed forms and Jacobi methods for tiny matrices (inverse, determinant, Cholesky, eigh, SVD).
 
-XLA on CPU inverts a batch of tiny matrices with one LAPACK LU per slice (and diagonalises them
-with one ``syevd`` per slice), which is dominated by call overhead; the formulas below are fused
-elementwise loops over the batch.
+A batched LU, Cholesky or eigensolver handles a batch of tiny matrices one call per slice (LAPACK
+on the CPU), or with kernels whose tiles are far larger than the matrices (GPU, TPU). The formulas
+below are elementwise expressions in the entries, evaluated on whole batch arrays: one fused loop
+over the batch, with the same or fewer operations and no solver call, on every platform. The
+sizes they serve are in :mod:`.routes` (``CLOSED_FORM_MAX_N``, ``JACOBI_MAX_N``).
 """
 from __future__ import annotations
 
@@ -17,25 +19,28 @@ from .._core.checks import (
     check_matrix,
     is_half,
 )
+from . import routes
 
-__all__ = ["MAX_CLOSED_FORM_N", "MAX_JACOBI_N", "closed_form_applies", "closed_form_cholesky",
-           "closed_form_cofactors", "closed_form_inv", "closed_form_lower_inv", "cofactor_entries",
+__all__ = ["closed_form_applies", "closed_form_cholesky", "closed_form_cofactors",
+           "closed_form_inv", "closed_form_lower_inv", "cofactor_entries", "jacobi_applies",
            "jacobi_eigh", "jacobi_svd"]
-
-# Beyond 4 the cofactor expansion costs more than LU and loses accuracy faster.
-MAX_CLOSED_FORM_N = 4
 
 
 def closed_form_applies(a: jax.Array) -> bool:
-    """Whether a rule takes the closed forms below for ``a``: ``n ≤ 4``, not half precision
-    (which goes to JAX's forward)."""
-    return a.shape[-1] <= MAX_CLOSED_FORM_N and not is_half(a)
+    """Whether the closed forms below serve ``a``: ``n ≤ routes.CLOSED_FORM_MAX_N``, not half
+    precision (which goes to JAX's own functions)."""
+    return a.shape[-1] <= routes.CLOSED_FORM_MAX_N and not is_half(a)
 
-# The Jacobi eigensolver and SVD below are validated (sweep count, accuracy) for n ≤ 3.
-MAX_JACOBI_N = 3
+
+def jacobi_applies(a: jax.Array) -> bool:
+    """Whether the Jacobi methods below serve ``a``: real (float32, float64), square,
+    ``n ≤ routes.JACOBI_MAX_N``."""
+    n = a.shape[-1]
+    return a.shape[-2] == n <= routes.JACOBI_MAX_N and a.dtype in (jnp.float32, jnp.float64)
+
 
 # Cyclic Jacobi converges quadratically: on 3 × 3 matrices, 4 sweeps reach rounding level in
-# float32 and float64 (3 do not, in float64); one more is a margin that costs 25% of a fast loop.
+# float32 and float64 (3 do not, in float64); the fifth is a margin.
 _JACOBI_SWEEPS = 5
 
 
@@ -66,12 +71,12 @@ def closed_form_inv(a: jax.Array) -> jax.Array:
       Differentiable by JAX's autodiff (it is built from elementwise ops only), so it can serve as
       the forward of a rule. The adjugate formula is not backward stable: its relative error grows
       like ``κ(A) · eps`` with a larger constant than pivoted LU, which matters only for
-      ill-conditioned input. It costs ``O(n!·n)`` flops per slice, fewer than an LU call for
-      ``n ≤ 4`` and far less time on CPU, where a batched LU of tiny matrices is overhead-bound.
+      ill-conditioned input. It costs ``O(n!·n)`` flops per slice, fewer than an LU for
+      ``n ≤ 4``, in one fused loop over the batch instead of a solver call per slice.
 
     Examples:
       >>> import jax.numpy as jnp
-      >>> from rules._linalg.small import closed_form_inv
+      >>> from rules._kernels.small import closed_form_inv
       >>> closed_form_inv(jnp.array([[2.0, 1.0], [1.0, 1.0]], dtype=jnp.float32))
       Array([[ 1., -1.],
              [-1.,  2.]], dtype=float32)
@@ -113,7 +118,7 @@ def closed_form_cofactors(a: jax.Array) -> tuple[jax.Array, jax.Array]:
 
     Examples:
       >>> import jax.numpy as jnp
-      >>> from rules._linalg.small import closed_form_cofactors
+      >>> from rules._kernels.small import closed_form_cofactors
       >>> closed_form_cofactors(jnp.array([[1.0, 2.0], [2.0, 4.0]], dtype=jnp.float32))
       (Array([[ 4., -2.],
              [-2.,  1.]], dtype=float32), Array(0., dtype=float32))
@@ -152,7 +157,7 @@ def closed_form_cholesky(a: jax.Array) -> jax.Array:
 
     Examples:
       >>> import jax.numpy as jnp
-      >>> from rules._linalg.small import closed_form_cholesky
+      >>> from rules._kernels.small import closed_form_cholesky
       >>> closed_form_cholesky(jnp.array([[4.0, 2.0], [2.0, 2.0]], dtype=jnp.float32))
       Array([[2., 0.],
              [1., 1.]], dtype=float32)
@@ -212,9 +217,9 @@ def closed_form_lower_inv(l: jax.Array) -> jax.Array:
 
 
 def _check_size(fname, a, alternative):
-    if a.shape[-1] > MAX_CLOSED_FORM_N:
+    if a.shape[-1] > routes.CLOSED_FORM_MAX_N:
         raise ValueError(f"{fname}: `a` must have shape (..., n, n) with n ≤ "
-                         f"{MAX_CLOSED_FORM_N}; got {tuple(a.shape)}. Use {alternative}.")
+                         f"{routes.CLOSED_FORM_MAX_N}; got {tuple(a.shape)}. Use {alternative}.")
 
 
 def cofactor_entries(a: jax.Array) -> tuple[list[list[jax.Array]], jax.Array]:
@@ -250,11 +255,13 @@ def _cofactor(entries, i, j):
 
 
 def _check_jacobi(fname: str, a: jax.Array, instead: str) -> int:
-    """``n`` of a real square ``(..., n, n)`` batch with ``n ≤ MAX_JACOBI_N``, or a clear error."""
+    """``n`` of a real square ``(..., n, n)`` batch with ``n ≤ routes.JACOBI_MAX_N``, or a clear
+    error."""
     check_matrix(fname, "a", a, square=True, dtypes=REAL_DTYPES)
     n = a.shape[-1]
-    if n > MAX_JACOBI_N:
-        raise ValueError(f"{fname}: `a` must have shape (..., n, n) with n ≤ {MAX_JACOBI_N}; "
+    if n > routes.JACOBI_MAX_N:
+        raise ValueError(f"{fname}: `a` must have shape (..., n, n) with n ≤ "
+                         f"{routes.JACOBI_MAX_N}; "
                          f"got {tuple(a.shape)}. Use {instead}.")
     return n
 
@@ -293,12 +300,11 @@ def jacobi_eigh(a: jax.Array, lower: bool = True,
       ValueError: ``a`` is not of shape ``(..., n, n)``, or ``n > 3``.
 
     Notes:
-      Eigenvector signs may differ from LAPACK's (neither is specified). On CPU a batch of 4096
-      3 × 3 matrices takes about a tenth of the time of ``jnp.linalg.eigh``'s batched ``syevd``.
+      Eigenvector signs may differ from LAPACK's (neither is specified).
 
     Examples:
       >>> import jax.numpy as jnp
-      >>> from rules._linalg.small import jacobi_eigh
+      >>> from rules._kernels.small import jacobi_eigh
       >>> w, v = jacobi_eigh(jnp.array([[2.0, 1.0], [1.0, 2.0]], dtype=jnp.float32))
       >>> w
       Array([1., 3.], dtype=float32)
@@ -395,13 +401,11 @@ def jacobi_svd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
       ValueError: ``a`` is not of shape ``(..., n, n)``, or ``n > 3``.
 
     Notes:
-      Signs of singular vector pairs may differ from LAPACK's (neither is specified). On CPU a
-      batch of 4096 3 × 3 matrices takes a fraction of the time of ``jnp.linalg.svd``'s batched
-      ``gesdd``.
+      Signs of singular vector pairs may differ from LAPACK's (neither is specified).
 
     Examples:
       >>> import jax.numpy as jnp
-      >>> from rules._linalg.small import jacobi_svd
+      >>> from rules._kernels.small import jacobi_svd
       >>> jacobi_svd(jnp.array([[0.0, 2.0], [1.0, 0.0]], dtype=jnp.float32))[1]
       Array([2., 1.], dtype=float32)
     """

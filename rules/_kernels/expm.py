@@ -1,0 +1,242 @@
+r"""The matrix exponential, its Fréchet derivative, and ``φ(X) = Σ_{k≥0} X^k/(k+1)!``.
+
+:func:`pade_expm` is scaling and squaring with a Padé approximant (Higham 2005), as
+``jax.scipy.linalg.expm``, returning the intermediates from which :func:`frechet` runs Al-Mohy &
+Higham's recurrence: the exact derivative of the computed approximant. :func:`phi` is the
+function of the low-rank rotations on frame manifolds (``exp(X) = I + Xφ(X)``), by a Taylor
+polynomial and its own doubling formula.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .._core.arrays import eye_like
+from .lu import SolveFactors, solve_factors, solve_with
+from .products import mm
+from .routes import cpu_route
+from .small import closed_form_applies, closed_form_inv
+
+__all__ = ["MAX_SQUARINGS", "ExpmIntermediates", "frechet", "frechet_adjoint", "pade_expm", "phi"]
+
+# Scaling and squaring (Higham 2005; Al-Mohy & Higham 2009): the [m/m] Padé approximant r_m is
+# accurate to the unit roundoff for ‖A‖₁ ≤ θ_m; θ₁₃ for double, θ₇ for single precision (the
+# degrees and thresholds jax.scipy.linalg.expm uses at the top of its range).
+_PADE = {
+    7: (17297280.0, 8648640.0, 1995840.0, 277200.0, 25200.0, 1512.0, 56.0, 1.0),
+    13: (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+         129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+         40840800.0, 960960.0, 16380.0, 182.0, 1.0),
+}
+_THETA = {7: 3.925724783138660, 13: 5.371920351148152}
+# As jax.scipy.linalg.expm: a slice that needs more squarings gives NaN.
+MAX_SQUARINGS = 16
+
+
+class ExpmIntermediates(NamedTuple):
+    """What :func:`frechet` reads of the forward: the scaled matrix and its Padé intermediates
+    (``X, X², X⁴, X⁶, W₁, Z₁, W`` for degree 13, ``X, X², X⁴, X⁶, W`` for 7), the factors of the
+    denominator ``Q = V - U``, ``r(X)`` before squaring, and the squarings ``s`` per slice."""
+
+    pade: tuple[jax.Array, ...]
+    factors: jax.Array | SolveFactors
+    r0: jax.Array
+    s: jax.Array
+
+
+def pade_expm(a: jax.Array) -> tuple[jax.Array, ExpmIntermediates]:
+    """``exp(A)`` of a non-empty float or complex ``(..., n, n)`` batch, and its intermediates.
+
+    ``s = max(0, ⌊log₂(‖A‖₁/θ)⌋)`` per slice, the ``[m/m]`` Padé approximant of ``A/2ˢ``
+    (``m = 13``, ``θ = 5.37`` in double precision; ``m = 7``, ``θ = 3.93`` in single), then
+    ``s`` squarings; a batch runs ``max s`` squarings, each slice keeping its own ``s``. The
+    denominator's factors are the closed-form inverse for tiny matrices, :class:`~.lu.SolveFactors`
+    otherwise. A slice with ``‖A‖₁ > θ · 2¹⁶`` (or non-finite entries) gives NaN.
+    """
+    m = 13 if jnp.finfo(a.dtype).bits == 64 else 7
+    b = _coefficients(m)
+    norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
+    # ⌊·⌋ as jax.scipy.linalg.expm, not Higham's ⌈·⌉: ‖A/2ˢ‖₁ < 2θ, one squaring fewer, with
+    # the truncation error of r_m still below the rounding of the squarings that follow.
+    s = jnp.maximum(0, jnp.floor(jnp.log2(norm / _THETA[m])))
+    too_big = ~(s <= MAX_SQUARINGS)  # also NaN and inf
+    s = jnp.where(too_big, 0, s)
+    x = a * (2.0 ** -s).astype(a.dtype)[..., None, None]
+    eye = eye_like(x)
+    x2 = mm(x, x)
+    x4 = mm(x2, x2)
+    x6 = mm(x4, x2)
+    if m == 13:
+        w1 = b[13] * x6 + b[11] * x4 + b[9] * x2
+        z1 = b[12] * x6 + b[10] * x4 + b[8] * x2
+        w = mm(x6, w1) + b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye
+        v = mm(x6, z1) + b[6] * x6 + b[4] * x4 + b[2] * x2 + b[0] * eye
+        pade: tuple[jax.Array, ...] = (x, x2, x4, x6, w1, z1, w)
+    else:
+        w = b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye
+        v = b[6] * x6 + b[4] * x4 + b[2] * x2 + b[0] * eye
+        pade = (x, x2, x4, x6, w)
+    u = mm(x, w)
+    q = v - u
+    factors = closed_form_inv(q) if closed_form_applies(q) else solve_factors(q)
+    r0 = solve_with(factors, v + u)
+    out = jnp.where(too_big[..., None, None], jnp.nan, _squarings(r0, s))
+    return out, ExpmIntermediates(pade, factors, r0, s)
+
+
+def _coefficients(m):
+    """Padé coefficients divided by the constant one (``r_m = q⁻¹p`` is unchanged, and the
+    identity terms are exact)."""
+    return [c / _PADE[m][0] for c in _PADE[m]]
+
+
+def _squarings(r0, s):
+    """``R ← R²`` while ``i < s``, per slice; a batch runs ``max s`` steps."""
+    s_max = jnp.max(s, initial=0)
+
+    def step(r, i):
+        return lax.cond(i < s_max, lambda r: jnp.where((i < s)[..., None, None], mm(r, r), r),
+                        lambda r: r, r), None
+
+    return _squaring_scan(step, r0, s, s_max)
+
+
+def frechet(res: ExpmIntermediates, e: jax.Array) -> jax.Array:
+    """The Fréchet derivative ``L(A, E)`` of :func:`pade_expm` at its intermediates ``res``.
+
+    Al-Mohy & Higham's recurrence: the derivatives of the Padé step's products, one solve with
+    the stored factors (``q L = L_p - L_q r``), then per squaring ``Lᵢ₊₁ = Rᵢ Lᵢ + Lᵢ Rᵢ``.
+    """
+    return _frechet(res, e)
+
+
+def frechet_adjoint(res: ExpmIntermediates, e: jax.Array) -> jax.Array:
+    """``L(Aᵀ, E)``, the adjoint of :func:`frechet` (``exp`` is holomorphic: plain transposes).
+
+    The recurrence on the transposed intermediates; on the CPU for matrices beyond the closed
+    forms ``L(A, Eᵀ)ᵀ`` instead (``cpu_route.transposed_frechet``: ``exp(Aᵀ) = exp(A)ᵀ``), whose
+    products keep their operands in the layout XLA:CPU's fast dot takes.
+    """
+    transposed = functools.partial(_frechet, transpose=True)
+    if closed_form_applies(e):
+        return transposed(res, e)
+    return cpu_route("transposed_frechet", lambda res, e: _frechet(res, e.mT).mT, transposed,
+                     res, e)
+
+
+def _frechet(res, e, *, transpose=False):
+    pade, factors, r0, s = res
+    if transpose:
+        pade, r0 = tuple(y.mT for y in pade), r0.mT
+    e = e * (2.0 ** -s).astype(e.dtype)[..., None, None]
+    x, x2, x4 = pade[:3]
+    m2 = mm(x, e) + mm(e, x)
+    m4 = mm(x2, m2) + mm(m2, x2)
+    m6 = mm(x4, m2) + mm(m4, x2)
+    if len(pade) == 7:  # m = 13
+        b = _coefficients(13)
+        _, _, _, x6, w1, z1, w = pade
+        lw1 = b[13] * m6 + b[11] * m4 + b[9] * m2
+        lz1 = b[12] * m6 + b[10] * m4 + b[8] * m2
+        lw = mm(x6, lw1) + mm(m6, w1) + b[7] * m6 + b[5] * m4 + b[3] * m2
+        lv = mm(x6, lz1) + mm(m6, z1) + b[6] * m6 + b[4] * m4 + b[2] * m2
+    else:
+        b = _coefficients(7)
+        w = pade[4]
+        lw = b[7] * m6 + b[5] * m4 + b[3] * m2
+        lv = b[6] * m6 + b[4] * m4 + b[2] * m2
+    lu = mm(x, lw) + mm(e, w)
+    # q r = p with p = v + u, q = v - u: q L = L_p - L_q r.
+    l0 = solve_with(factors, lu + lv + mm(lu - lv, r0), transpose=transpose)
+    s_max = jnp.max(s, initial=0)
+
+    def step(carry, i):
+        # Lᵢ₊₁ = Rᵢ Lᵢ + Lᵢ Rᵢ with Rᵢ₊₁ = Rᵢ² recomputed: s - 1 products instead of a stack of
+        # the forward's squares written in a scan or a conditional. The last step's square is
+        # never read, so only steps before it form one.
+        def square(carry):
+            l, r = carry
+            on = (i < s)[..., None, None]
+            l = jnp.where(on, mm(r, l) + mm(l, r), l)
+            r = lax.cond(i + 1 < s_max, lambda r: jnp.where(on, mm(r, r), r), lambda r: r, r)
+            return l, r
+        return lax.cond(i < s_max, square, lambda c: c, carry), None
+
+    return _squaring_scan(step, (l0, r0), s, s_max)[0]
+
+
+def _squaring_scan(step, carry, s, s_max):
+    """``step`` scanned over ``i < MAX_SQUARINGS`` in two stretches, each entered only if some
+    slice needs a step in it: ``i < 4`` when ``s_max > 0``, ``4 ≤ i < 16`` when ``s_max > 4``.
+
+    Every step tests ``i < s_max`` in a conditional of its own, and on small matrices those tests
+    cost more than the work: an unscaled batch (``‖A‖₁ < 2θ``) skips all 16 with one test, and a
+    matrix squared once or twice runs 4. A ``while_loop`` of ``s_max`` steps would skip them too,
+    but JAX cannot reverse-differentiate one, and second derivatives go through these loops.
+    """
+    def stretch(start, stop):
+        return lambda c: lax.scan(step, c, jnp.arange(start, stop, dtype=s.dtype))[0]
+
+    carry = lax.cond(s_max > 0, stretch(0, _FIRST_STRETCH), lambda c: c, carry)
+    return lax.cond(s_max > _FIRST_STRETCH, stretch(_FIRST_STRETCH, MAX_SQUARINGS), lambda c: c,
+                    carry)
+
+
+_FIRST_STRETCH = 4  # squarings: ‖A‖₁ up to 2⁵θ (≈ 125 in single precision) takes no more
+
+
+# ----------------------------------------------------------------------------------------------
+# φ
+
+# φ(X) = Σ_{k≥0} X^k/(k+1)! on the scaled matrix: the Taylor degree that makes the truncation
+# error (1/2)^{m+1}/(m+2)! fall below the unit roundoff once ‖X‖₁ ≤ 1/2.
+_PHI_THETA = 0.5
+_PHI_DEGREE = {jnp.dtype(jnp.float32): 7, jnp.dtype(jnp.float64): 13}
+
+
+def phi(x: jax.Array) -> jax.Array:
+    r"""``φ(X) = Σ_{k≥0} X^k/(k+1)!`` (so ``exp(X) = I + Xφ(X)``) of real ``(..., m, m)`` matrices.
+
+    Scaling and squaring: ``Z = X/2^s`` with ``‖Z‖₁ ≤ 1/2``, a Taylor polynomial of ``φ(Z)`` by
+    Paterson–Stockmeyer (4 products in float32, 6 in float64), then ``s`` doublings
+    ``φ(2Z) = φ(Z)(I + ½Zφ(Z))``. One ``s`` serves the whole batch, so the doublings are skipped
+    by ``lax.cond`` rather than computed and masked; the loop is a fixed-length ``scan``, so
+    reverse-mode differentiation works.
+    """
+    degree = _PHI_DEGREE[jnp.dtype(x.dtype)]
+    norm = jnp.max(jnp.sum(jnp.abs(x), axis=-2))
+    squarings = jnp.clip(jnp.ceil(jnp.log2(norm / _PHI_THETA)), 0, MAX_SQUARINGS)
+    z = x * jnp.exp2(-squarings).astype(x.dtype)
+    f = _phi_taylor(z, degree)
+
+    def double(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        f, z = carry
+        return f + 0.5 * mm(f, mm(z, f)), 2 * z
+
+    def body(carry: tuple[jax.Array, jax.Array], i: jax.Array
+             ) -> tuple[tuple[jax.Array, jax.Array], None]:
+        return lax.cond(i < squarings, double, lambda c: c, carry), None
+
+    (f, _), _ = lax.scan(body, (f, z), jnp.arange(MAX_SQUARINGS))
+    return f
+
+
+def _phi_taylor(z: jax.Array, degree: int, block: int = 4) -> jax.Array:
+    """``Σ_{k≤degree} Z^k/(k+1)!`` by Paterson–Stockmeyer: powers up to ``Z^block``, Horner in
+    it."""
+    coeffs = [1 / math.factorial(k + 1) for k in range(degree + 1)]
+    powers = [eye_like(z), z]
+    while len(powers) <= block:
+        powers.append(mm(powers[-1], z))
+    chunks = [functools.reduce(operator.add, [c * p for c, p in zip(coeffs[j:j + block], powers)])
+              for j in range(0, degree + 1, block)]
+    f = chunks[-1]
+    for chunk in reversed(chunks[:-1]):
+        f = chunk + mm(powers[block], f)
+    return f

@@ -1,0 +1,130 @@
+"""How a kernel chooses its route: the size cut-offs, in one table, and the platform switch.
+
+A route is one way of computing a kernel's result. There are two kinds.
+
+* **Every platform.** Closed forms, Jacobi sweeps and unrolled products for tiny matrices: the
+  same or fewer operations than the general algorithm, on whole batch arrays, in one fused loop and
+  without a solver or dot call per matrix. On a GPU a batched solver or GEMM call would launch
+  tiles far larger than a 4 × 4 matrix; on a TPU a 4 × 4 product fills 1/1024 of a 128 × 128
+  matrix-unit tile. They are taken by size alone.
+* **CPU only**, through :func:`cpu_route`: the LU of ``[A | I]``, products laid out for
+  XLA:CPU's dot, outer-product sums of thin contractions, blocked triangular products, and the
+  other choices that exist because of XLA:CPU's dot emitter, LAPACK's call overheads or the cost of
+  handing work between cores. Where the computation is lowered for any other platform it is the
+  plain JAX computation (what ``jnp.linalg`` runs), chosen at lowering by
+  :func:`jax.lax.platform_dependent`: a module exported for CUDA or TPU contains no CPU branch.
+
+The cut-offs below are read at trace time as ``routes.NAME`` (tests set them to reach every route
+at small sizes). Each line gives the platforms it applies to and the reason; the timings behind
+the CPU values are in ``benchmarks/RESULTS.md`` and the CHANGELOG.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import jax
+from jax import lax
+
+__all__ = ["CPU_ROUTE_SCOPE", "cpu_route", "default_everywhere"]
+
+T = TypeVar("T")
+
+# ----------------------------------------------------------------------------------------------
+# Every platform (by size alone)
+
+# Closed forms (adjugate, cofactors, unrolled Cholesky): beyond 4 they cost more than LU and lose
+# accuracy faster.
+CLOSED_FORM_MAX_N = 4
+# Fixed-sweep Jacobi eigendecomposition and SVD: sweep count and accuracy validated up to 3.
+JACOBI_MAX_N = 3
+# Products with every dimension ≤ this as outer-product sums: a dot's flops in one fused loop.
+UNROLL_MAX = 4
+
+# ----------------------------------------------------------------------------------------------
+# CPU only (cpu_route)
+
+# Products up to this size unrolled in the QR rules: XLA:CPU runs batched dots below 8 × 8, or
+# with a transposed left operand, slice by slice.
+QR_UNROLL_MAX = 16
+# Thin contractions Y S (k ≤ this, result of ≥ THIN_MIN_SIZE entries) as k outer products:
+# XLA:CPU's dot runs tall-times-small shapes far below its speed on wide ones.
+THIN_MAX_K = 16
+# Below this many entries the outer-product loop's fixed cost outweighs the dot's.
+THIN_MIN_SIZE = 2**16
+# A shared left matrix up to this size is copied to every slice: a batched dot with a row-major
+# left operand is one YNNPACK batch instead of a GEMM with transposes around it.
+SHARED_LEFT_BROADCAST_MAX = 32
+# Solves below this n take the LU of [A | B]: getrf leaves L⁻¹PB beside the factors; from here
+# the wider factorisation costs more than the forward substitution it saves.
+LU_WITH_RHS_MAX_N = 128
+# L⁻¹P below this n from the LU of [A | I]; from here LAPACK's wide getrf costs more than the LU
+# of A and a unit-lower solve.
+LU_WITH_IDENTITY_MAX_N = 256
+# The inverse as U⁻¹(L⁻¹P) below this n; from here JAX's inverse (LAPACK's extra columns cost as
+# much as its two solves).
+LU_INVERSE_MAX_N = 512
+# Triangular products (Cholesky's derivatives) from this n in 2 × 2 blocks that skip the zero
+# blocks: half the flops, worth the slicing and the extra dot calls on the CPU.
+BLOCKED_TRIANGULAR_MIN_N = 128
+# QR's R R̄ᴴ from this many columns in blocks, only where copyltu reads it (as above).
+BLOCKED_QR_GRAM_MIN_N = 320
+# Lower triangular inverses of well-conditioned k × k factors by products up to this k: LAPACK's
+# trsm is one call per matrix of a batch, which costs more than the arithmetic of small ones.
+PRODUCT_INVERSE_MAX_K = 16
+# manifold_adam's frames up to this many entries (batch included) never form [Y, M_B]: XLA:CPU
+# hands the concatenation, its transpose and product to its thread pool and waits for each.
+SPLIT_FRAME_MAX_SIZE = 2**15
+
+# ----------------------------------------------------------------------------------------------
+# The platform switch
+
+CPU_ROUTE_SCOPE = "cpu_route"
+"""The named scope every CPU route's operations carry: ``cpu_route.<name>``."""
+
+
+def cpu_route(name: str, cpu: Callable[..., T], default: Callable[..., T], *args: Any) -> T:
+    """``cpu(*args)`` where the computation is lowered for the CPU, ``default(*args)`` elsewhere.
+
+    For a computation that exists because of the CPU (module docstring). The choice is made at
+    lowering (:func:`jax.lax.platform_dependent`), so one traced program serves every platform
+    and ``jax.export`` for CUDA or TPU on a CPU machine lowers ``default`` alone. Both functions
+    are traced and must return the same structure of arrays of the same shapes and dtypes.
+
+    Args:
+      name: the route, for the named scope ``cpu_route.<name>`` that the CPU branch's operations
+        carry (tests look for it in modules lowered for other platforms).
+      cpu: the CPU route.
+      default: the plain computation, for every other platform.
+      *args: arrays (or pytrees of arrays) passed to the one that runs.
+    """
+    if _default_everywhere:
+        return default(*args)
+
+    def on_cpu(*a: Any) -> T:
+        with jax.named_scope(f"{CPU_ROUTE_SCOPE}.{name}"):
+            return cpu(*a)
+
+    return lax.platform_dependent(*args, cpu=on_cpu, default=default)
+
+
+_default_everywhere = False
+
+
+@contextlib.contextmanager
+def default_everywhere() -> Iterator[None]:
+    """Trace every :func:`cpu_route` to its ``default`` alone, whatever the platform.
+
+    For tests: what GPUs and TPUs run, evaluated on the CPU, so that its numbers are checked
+    where CI runs. JAX's caches are cleared on entry and exit, so no program traced inside is
+    reused outside, and none traced outside inside.
+    """
+    global _default_everywhere
+    jax.clear_caches()
+    _default_everywhere = True
+    try:
+        yield
+    finally:
+        _default_everywhere = False
+        jax.clear_caches()
