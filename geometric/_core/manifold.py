@@ -190,7 +190,7 @@ class AbstractManifold(abc.ABC):
         r"""Whether the concrete array ``x`` lies on the manifold within ``atol``, and why.
 
         Compares :meth:`manifold_error` (its largest value over the batch) with ``atol``. The
-        reason names the measured quantity, its value and the tolerance, e.g.
+        reason names the quantity, its value and the tolerance, e.g.
         ``"‖xᵀx − I‖_F = 2.19 > atol = 0.00131"``, and for a batch the index of the worst point.
 
         Args:

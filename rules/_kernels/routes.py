@@ -15,7 +15,7 @@ A route is one way of computing a kernel's result. There are two kinds.
   :func:`jax.lax.platform_dependent`: a module exported for CUDA or TPU contains no CPU branch.
 
 The cut-offs below are read at trace time as ``routes.NAME`` (tests set them to reach every route
-at small sizes). Each line gives the platforms it applies to and the reason; the timings behind
+at small sizes). Each line gives the platforms it applies to and the reason; the figures behind
 the CPU values are in ``benchmarks/RESULTS.md`` and the CHANGELOG.
 """
 from __future__ import annotations
@@ -34,8 +34,8 @@ T = TypeVar("T")
 # ----------------------------------------------------------------------------------------------
 # Every platform (by size alone)
 
-# Closed forms (adjugate, cofactors, unrolled Cholesky): beyond 4 they cost more than LU and lose
-# accuracy faster.
+# Closed forms (adjugate, cofactors, unrolled Cholesky): beyond 4 they cost more than LU, and
+# their rounding error grows with n! terms.
 CLOSED_FORM_MAX_N = 4
 # Fixed-sweep Jacobi eigendecomposition and SVD: sweep count and accuracy validated up to 3.
 JACOBI_MAX_N = 3
