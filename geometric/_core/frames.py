@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -17,8 +18,12 @@ class AbstractFrameManifold(AbstractManifold):
     """St(n, p), its quotient Gr(n, p) and O(n) = St(n, n): points are orthonormal frames.
 
     Random points are Haar frames, the nearest point is the polar factor and the error is
-    ``‖YᵀY - I‖_F``. With ``_transposed`` (``rows=True``) the public layout is ``(p, n)``.
+    ``‖YᵀY - I‖_F``. With ``_transposed`` (``rows=True``) the public layout is ``(p, n)``. Points
+    are frames in the hooks' layout, so they have the capability ``"frame"`` with the identity as
+    :meth:`to_frame` and :meth:`from_frame`.
     """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"frame"})
 
     @property
     @abc.abstractmethod
@@ -42,3 +47,9 @@ class AbstractFrameManifold(AbstractManifold):
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         return gram_error(x)
+
+    def _to_frame(self, x: jax.Array) -> jax.Array:
+        return x
+
+    def _from_frame(self, y: jax.Array) -> jax.Array:
+        return y

@@ -23,9 +23,20 @@ from rules.internal import REAL_DTYPES, check_array, mm_h
 from .checks import check_real_dtype
 from .arrays import frobenius_inner, safe_sqrt
 
-__all__ = ["CAPABILITIES", "AbstractManifold"]
+__all__ = ["CAPABILITIES", "CAPABILITY_HOOKS", "AbstractManifold"]
 
-CAPABILITIES = ("exp", "log", "dist", "frame")
+# capability: (the hooks a manifold that declares it implements, the hooks it may override)
+CAPABILITY_HOOKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "exp": (("_exp",), ()),
+    "log": (("_log",), ()),
+    "dist": (("_dist",), ()),  # or "log", whose norm is the default _dist
+    "frame": (("_to_frame", "_from_frame"), ("_frame_rgrad",)),
+}
+CAPABILITIES = tuple(CAPABILITY_HOOKS)
+
+
+def _names(hooks: list[str]) -> str:
+    return ", ".join(f"`{h}`" for h in hooks)
 
 
 class AbstractManifold(abc.ABC):
@@ -53,9 +64,10 @@ class AbstractManifold(abc.ABC):
       ``"dist"`` (``_dist``; by default the norm of ``_log``) and ``"frame"`` (``_to_frame``,
       ``_from_frame``: points are orthonormal frames, see :meth:`to_frame`; ``_frame_rgrad``
       gives ``manifold_adam`` the Riemannian gradient as ``G + Y C``, by default it forms it).
-      A declared capability
-      without its hook, or a hook without its declaration, is a ``TypeError`` when the class is
-      defined; calling a method the manifold does not declare raises ``NotImplementedError``.
+      A declared capability without its hooks, or a hook without its declaration, is a
+      ``TypeError`` when the class is defined; calling a method the manifold does not declare
+      raises ``NotImplementedError``. The optimizers that need a capability accept every
+      manifold that declares it.
 
     Hooks receive arrays in the manifold's own layout: for ``Stiefel(n, p, rows=True)`` the
     public methods take ``(..., p, n)`` arrays and transpose them into the hooks' ``(..., n, p)``
@@ -111,16 +123,19 @@ class AbstractManifold(abc.ABC):
         if unknown:
             raise TypeError(f"{cls.__name__}: unknown capabilities {sorted(unknown)}; "
                             f"known: {', '.join(CAPABILITIES)}.")
-        for capability, hook in (("exp", "_exp"), ("log", "_log"), ("dist", "_dist")):
+        for capability, (required, optional) in CAPABILITY_HOOKS.items():
             declared = capability in cls.capabilities
-            overridden = getattr(cls, hook) is not getattr(AbstractManifold, hook)
-            from_log = capability == "dist" and "log" in cls.capabilities  # the default _dist
-            if declared and not (overridden or from_log):
+            overridden = [h for h in (*required, *optional)
+                          if getattr(cls, h) is not getattr(AbstractManifold, h)]
+            missing = [h for h in required if h not in overridden]
+            if capability == "dist" and "log" in cls.capabilities:  # the default _dist
+                missing = []
+            if declared and missing:
                 raise TypeError(f"{cls.__name__} declares {capability!r} in `capabilities` but "
-                                f"implements no `{hook}`.")
+                                f"implements no {_names(missing)}.")
             if overridden and not declared:
-                raise TypeError(f"{cls.__name__} implements `{hook}` but does not declare "
-                                f"{capability!r} in `capabilities`.")
+                raise TypeError(f"{cls.__name__} implements {_names(overridden)} but does not "
+                                f"declare {capability!r} in `capabilities`.")
 
     # ------------------------------------------------------------------------------------------
     # What a manifold declares
@@ -399,10 +414,10 @@ class AbstractManifold(abc.ABC):
         return safe_sqrt(self._inner(x, v, v))
 
     def _to_frame(self, x: jax.Array) -> jax.Array:
-        return x
+        raise NotImplementedError
 
     def _from_frame(self, y: jax.Array) -> jax.Array:
-        return y
+        raise NotImplementedError
 
     def _frame_rgrad(self, y: jax.Array, g: jax.Array, yt_g: jax.Array
                      ) -> tuple[jax.Array, jax.Array, jax.Array]:

@@ -251,12 +251,14 @@ def global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifolds: Manifo
     rotation leaves unchanged, and its complement part ``(I − YYᵀ)M`` (shape of the parameter,
     rotated with the point); ``v^A`` (p×p); ``v^B`` (p).
 
-    Manifolds: :class:`~geometric.Stiefel` (the metric's Riemannian gradient is used; Adam's
-    normalisation makes the canonical and Euclidean ones give the same step up to ``δ``),
-    :class:`~geometric.Grassmann` (``A = 0``: horizontal vectors), :class:`~geometric.Sphere`
-    (St(N, 1)) and :class:`~geometric.Orthogonal` (St(N, N): ``B`` is empty). The manifold's own
-    ``retraction`` is not used: the frame update must be a rotation, ``cay`` or ``exp``. Euclidean
-    leaves are handed to ``optax.adam(learning_rate, b1, b2, eps)`` and are bit-identical to it.
+    Manifolds: those with the capability ``"frame"``
+    (:attr:`geometric.AbstractManifold.capabilities`), whose points are read as frames
+    ``Y ∈ St(N, p)`` by ``to_frame``: a sphere point is St(N, 1), a square one St(N, N) with ``B``
+    empty, and a horizontal manifold (Grassmann) has ``A = 0``.
+    The metric's Riemannian gradient is used (Adam's normalisation makes Stiefel's canonical and
+    Euclidean ones give the same step up to ``δ``). The manifold's own ``retraction`` is not used:
+    the frame update must be a rotation, ``cay`` or ``exp``. Euclidean leaves are handed to
+    ``optax.adam(learning_rate, b1, b2, eps)`` and are bit-identical to it.
 
     Args:
       learning_rate: ``η``, a float or an optax schedule; Brantner uses 1e-3.
@@ -275,7 +277,7 @@ def global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifolds: Manifo
       ValueError: ``update`` is called without ``params``; unknown ``retraction``;
         ``stabilize_every < 1``.
       TypeError: a leaf of ``manifolds`` is neither None nor a manifold with the capability
-        ``"frame"`` (the four manifolds above).
+        ``"frame"``; the message names those of :mod:`geometric`.
 
     References:
       B. Brantner, "Generalizing Adam to manifolds for efficiently training transformers" (2023),

@@ -5,11 +5,12 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 from jax import lax
 
 from .._core.manifold import AbstractManifold
-from .._core.tree import ManifoldsTree, Resolved, resolve
+from .._core.tree import ManifoldsTree, Resolved, check_spec, resolve
 
 DEFAULT_STABILIZE_EVERY = 100
 
@@ -83,3 +84,47 @@ def transport_to(m: AbstractManifold, previous: jax.Array, x: jax.Array, v: jax.
     transport gets it.
     """
     return m.transport(previous, x, v)
+
+
+def manifold_transform(fname: str, manifolds: ManifoldsTree, euclidean: optax.GradientTransformation,
+                       state_type: Any,
+                       init_leaf: Callable[[AbstractManifold, jax.Array], tuple[Any, ...]],
+                       update_leaf: Callable[..., tuple[Any, ...]], *,
+                       check_init: Callable[[Resolved, optax.Params], None] | None = None
+                       ) -> optax.GradientTransformationExtraArgs:
+    """The template of a piece that keeps state per manifold leaf.
+
+    ``euclidean`` runs on the Euclidean leaves, as it would without manifolds. ``state_type``'s
+    fields are, in order: ``count`` (an int32 step counter, if the piece counts), one tree like
+    ``params`` per state leaf, and ``euclidean``. At each manifold leaf ``init_leaf(m, x)`` gives
+    the state leaves and ``update_leaf(m, x, g, *state_leaves)`` (with ``count=``, the 1-based
+    step, for a counting piece) the update and the new state leaves; ``check_init(r, params)``
+    runs at ``init``.
+    """
+    check_spec(fname, manifolds)
+    fields: tuple[str, ...] = state_type._fields  # a NamedTuple class
+    counted = fields[0] == "count"
+    trees = fields[int(counted):-1]
+
+    def init_fn(params: optax.Params) -> optax.OptState:
+        r = resolve(fname, manifolds, params)
+        if check_init is not None:
+            check_init(r, params)
+        leaves = map_manifolds(r, init_leaf, params, outputs=len(trees))
+        count = (jnp.zeros([], jnp.int32),) if counted else ()
+        return state_type(*count, *leaves, init_euclidean(r, euclidean, params))
+
+    def update_fn(updates: optax.Updates, state: Any, params: optax.Params | None = None,
+                  **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
+        r = resolve_update(fname, manifolds, params)
+        e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
+        count = (state.count + 1,) if counted else ()
+
+        def leaf(m: AbstractManifold, *leaves: jax.Array) -> tuple[Any, ...]:
+            return update_leaf(m, *leaves, **dict(zip(["count"], count)))
+
+        out, *new = map_manifolds(r, leaf, params, updates, *(getattr(state, t) for t in trees),
+                                  outputs=1 + len(trees))
+        return r.merge(out, e_updates), state_type(*count, *new, e_state)
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -16,8 +16,8 @@ import optax
 from .. import _global_tangent
 from .._core.manifold import AbstractManifold
 from .._core.tree import ManifoldsTree, check_spec, resolve
-from ._base import (check_stabilize_every, init_euclidean, map_manifolds, resolve_update,
-                    stabilize, transport_to, update_euclidean)
+from ._base import (check_stabilize_every, manifold_transform, map_manifolds, resolve_update,
+                    stabilize, transport_to)
 
 __all__ = ["ManifoldAdamState", "RetractState", "RiemannianAdamState", "RiemannianSGDState",
            "project_params", "project_to_tangent", "retract", "riemannian_trace",
@@ -85,34 +85,16 @@ def riemannian_trace(manifolds: ManifoldsTree, decay: float, nesterov: bool = Fa
     ``T_{x_t}``) is applied lazily, at the update that is given ``x_t``. Euclidean leaves get
     ``optax.trace(decay, nesterov)``, bit for bit.
     """
-    fname = "riemannian_trace"
-    check_spec(fname, manifolds)
-    euclidean = optax.trace(decay, nesterov)
+    def update_leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, buf: jax.Array,
+                    prev: jax.Array) -> tuple[Any, ...]:
+        (beta,) = _cast(x, decay)
+        xi = m.egrad_to_rgrad(x, g)
+        buf = xi + beta * transport_to(m, prev, x, buf)
+        return xi + beta * buf if nesterov else buf, buf, x
 
-    def init_fn(params: optax.Params) -> optax.OptState:
-        r = resolve(fname, manifolds, params)
-        momentum, previous = map_manifolds(
-            r, lambda m, x: (jnp.zeros_like(x), x), params, outputs=2)
-        return RiemannianSGDState(momentum, previous,
-                                  init_euclidean(r, euclidean, params))
-
-    def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
-                  **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
-        r = resolve_update(fname, manifolds, params)
-        e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
-
-        def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, buf: jax.Array, prev: jax.Array
-                 ) -> tuple[Any, ...]:
-            (beta,) = _cast(x, decay)
-            xi = m.egrad_to_rgrad(x, g)
-            buf = xi + beta * transport_to(m, prev, x, buf)
-            return xi + beta * buf if nesterov else buf, buf, x
-
-        out, momentum, previous = map_manifolds(r, leaf, params, updates, state.momentum,
-                                                state.previous, outputs=3)
-        return r.merge(out, e_updates), RiemannianSGDState(momentum, previous, e_state)
-
-    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+    return manifold_transform("riemannian_trace", manifolds, optax.trace(decay, nesterov),
+                              RiemannianSGDState, lambda m, x: (jnp.zeros_like(x), x),
+                              update_leaf)
 
 
 class RiemannianAdamState(NamedTuple):
@@ -141,38 +123,18 @@ def scale_by_riemannian_adam(manifolds: ManifoldsTree, b1: float = 0.9, b2: floa
     applied lazily, at the update that is given ``x_t``. Euclidean leaves get
     ``optax.scale_by_adam(b1, b2, eps)``, bit for bit.
     """
-    fname = "scale_by_riemannian_adam"
-    check_spec(fname, manifolds)
-    euclidean = optax.scale_by_adam(b1, b2, eps)
+    def update_leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu: jax.Array,
+                    prev: jax.Array, *, count: jax.Array) -> tuple[Any, ...]:
+        beta1, beta2, epsilon = _cast(x, b1, b2, eps)
+        xi = m.egrad_to_rgrad(x, g)
+        mu = beta1 * transport_to(m, prev, x, mu) + (1 - beta1) * xi
+        nu = beta2 * nu + (1 - beta2) * xi * xi
+        m_hat, v_hat = mu / (1 - beta1**count), nu / (1 - beta2**count)
+        return m.project(x, m_hat / (jnp.sqrt(v_hat) + epsilon)), mu, nu, x
 
-    def init_fn(params: optax.Params) -> optax.OptState:
-        r = resolve(fname, manifolds, params)
-        mu, nu, previous = map_manifolds(
-            r, lambda m, x: (jnp.zeros_like(x), jnp.zeros_like(x), x), params,
-            outputs=3)
-        return RiemannianAdamState(jnp.zeros([], jnp.int32), mu, nu, previous,
-                                   init_euclidean(r, euclidean, params))
-
-    def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
-                  **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
-        r = resolve_update(fname, manifolds, params)
-        e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
-        count = state.count + 1
-
-        def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array, nu: jax.Array,
-                 prev: jax.Array) -> tuple[Any, ...]:
-            beta1, beta2, epsilon = _cast(x, b1, b2, eps)
-            xi = m.egrad_to_rgrad(x, g)
-            mu = beta1 * transport_to(m, prev, x, mu) + (1 - beta1) * xi
-            nu = beta2 * nu + (1 - beta2) * xi * xi
-            m_hat, v_hat = mu / (1 - beta1**count), nu / (1 - beta2**count)
-            return m.project(x, m_hat / (jnp.sqrt(v_hat) + epsilon)), mu, nu, x
-
-        out, mu, nu, previous = map_manifolds(r, leaf, params, updates, state.mu, state.nu,
-                                              state.previous, outputs=4)
-        return r.merge(out, e_updates), RiemannianAdamState(count, mu, nu, previous, e_state)
-
-    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+    return manifold_transform("scale_by_riemannian_adam", manifolds,
+                              optax.scale_by_adam(b1, b2, eps), RiemannianAdamState,
+                              lambda m, x: (jnp.zeros_like(x), jnp.zeros_like(x), x), update_leaf)
 
 
 class ManifoldAdamState(NamedTuple):
@@ -197,9 +159,17 @@ def check_global_retraction(fname: str, retraction: str) -> None:
 def check_frames(fname: str, manifolds: list[AbstractManifold]) -> None:
     for m in manifolds:
         if not _global_tangent.supports(m):
+            have = ", ".join(frame_manifolds())
             raise TypeError(f"{fname}: needs manifolds whose points are orthonormal frames (the "
-                            f"capability 'frame': Stiefel, Grassmann, Sphere, Orthogonal); "
-                            f"got {m!r}.")
+                            f"capability 'frame'; in geometric: {have}); got {m!r}.")
+
+
+def frame_manifolds() -> list[str]:
+    """The manifolds of :mod:`geometric` with the capability ``"frame"``, by name."""
+    import geometric  # the package that imports this module: its names, read when needed
+    classes = [getattr(geometric, name) for name in geometric.__all__]
+    return sorted(c.__name__ for c in classes if isinstance(c, type)
+                  and issubclass(c, AbstractManifold) and "frame" in c.capabilities)
 
 
 def scale_by_global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsTree,
@@ -231,38 +201,26 @@ def global_tangent_transform(fname: str, learning_rate: optax.ScalarOrSchedule,
     check_global_retraction(fname, retraction)
     check_stabilize_every(fname, stabilize_every)
     check_frames(fname, check_spec(fname, manifolds))
-    euclidean = optax.adam(learning_rate, b1, b2, eps)
 
-    def init_fn(params: optax.Params) -> optax.OptState:
-        r = resolve(fname, manifolds, params)
+    def check_init(r: Any, params: optax.Params) -> None:
         check_frames(fname, [m for m in r.manifolds if m is not None])
         if retract_too:
             check_start(fname, r, params)
-        mu, mu_a, nu_a, nu_b = map_manifolds(r, _global_tangent.init_moments, params, outputs=4)
-        return ManifoldAdamState(jnp.zeros([], jnp.int32), mu, mu_a, nu_a, nu_b,
-                                 init_euclidean(r, euclidean, params))
 
-    def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
-                  **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
-        r = resolve_update(fname, manifolds, params)
-        count = state.count + 1
+    def update_leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array,
+                    mu_a: jax.Array, nu_a: jax.Array, nu_b: jax.Array, *, count: jax.Array
+                    ) -> tuple[jax.Array, ...]:
+        lr, beta1, beta2, delta = _cast(x, _value(learning_rate, count - 1), b1, b2, eps)
+        w, y, mu, mu_a, nu_a, nu_b = _global_tangent.step(
+            m, x, g, mu, mu_a, nu_a, nu_b, learning_rate=lr, b1=beta1, b2=beta2, eps=delta,
+            count=count, retraction=retraction)
+        if retract_too:
+            w = stabilize(m, y, count, stabilize_every, False) - x
+        return w, mu, mu_a, nu_a, nu_b
 
-        def leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array,
-                 mu_a: jax.Array, nu_a: jax.Array, nu_b: jax.Array) -> tuple[jax.Array, ...]:
-            lr, beta1, beta2, delta = _cast(x, _value(learning_rate, state.count), b1, b2, eps)
-            w, y, mu, mu_a, nu_a, nu_b = _global_tangent.step(
-                m, x, g, mu, mu_a, nu_a, nu_b, learning_rate=lr, b1=beta1, b2=beta2, eps=delta,
-                count=count, retraction=retraction)
-            if retract_too:
-                w = stabilize(m, y, count, stabilize_every, False) - x
-            return w, mu, mu_a, nu_a, nu_b
-
-        out, mu, mu_a, nu_a, nu_b = map_manifolds(r, leaf, params, updates, state.mu,
-                                                  state.mu_a, state.nu_a, state.nu_b, outputs=5)
-        e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
-        return r.merge(out, e_updates), ManifoldAdamState(count, mu, mu_a, nu_a, nu_b, e_state)
-
-    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+    return manifold_transform(fname, manifolds, optax.adam(learning_rate, b1, b2, eps),
+                              ManifoldAdamState, _global_tangent.init_moments, update_leaf,
+                              check_init=check_init)
 
 
 def _value(hyperparameter: optax.ScalarOrSchedule, count: jax.Array) -> Any:

@@ -465,6 +465,19 @@ def test_capabilities_must_match_the_hooks():
         class Unknown(geometric.AbstractManifold):
             capabilities = frozenset({"expm"})
 
+    with pytest.raises(TypeError, match=r"Frames declares 'frame' in `capabilities` but "
+                                        r"implements no `_from_frame`"):
+        class Frames(geometric.AbstractManifold):
+            capabilities = frozenset({"frame"})
+
+            def _to_frame(self, x):
+                return x[..., None]
+    with pytest.raises(TypeError, match=r"Gradient implements `_frame_rgrad` but does not "
+                                        r"declare 'frame'"):
+        class Gradient(geometric.AbstractManifold):
+            def _frame_rgrad(self, y, g, yt_g):
+                return g, yt_g, 0 * yt_g
+
     class DistFromLog(geometric.AbstractManifold):  # dist defaults to the norm of log
         capabilities = frozenset({"log", "dist"})
 

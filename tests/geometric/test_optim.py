@@ -358,8 +358,10 @@ def test_a_manifold_of_hooks_alone():
     loss = lambda x: x[0]  # minimised at (-1, 0)
     final, _ = runner(optim.riemannian_sgd(0.5, Circle()), loss)(x, 100)
     np.testing.assert_allclose(final, [-1.0, 0.0], atol=1e-3)
+    # The list in the message is read from the capabilities: every frame manifold, and no other.
     with pytest.raises(TypeError, match=r"manifold_adam: needs manifolds whose points are "
-                                        r"orthonormal frames \(the capability 'frame'"):
+                                        r"orthonormal frames \(the capability 'frame'; in "
+                                        r"geometric: Grassmann, Orthogonal, Sphere, Stiefel\)"):
         optim.manifold_adam(0.1, {"w": Circle()})
 
 
