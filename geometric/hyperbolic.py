@@ -191,8 +191,7 @@ def logmap0(y: jax.Array, *, curvature: float = 1.0) -> jax.Array:
     The inverse of :func:`expmap0`; points beyond the safe ball are treated as on its boundary.
 
     Raises:
-      TypeError: ``y`` is not a float32/float64 array; a bad ``curvature``.
-      ValueError: ``y`` has no axis.
+      TypeError, ValueError: as :func:`expmap0`, for ``y``.
     """
     c = _vectors("geometric.hyperbolic.logmap0", curvature, y=y)
     return _math.logmap0(y, c)
@@ -208,8 +207,7 @@ def poincare_to_lorentz(x: jax.Array, *, curvature: float = 1.0) -> jax.Array:
     safe ball are first clipped to it.
 
     Raises:
-      TypeError: ``x`` is not a float32/float64 array; a bad ``curvature``.
-      ValueError: ``x`` has no axis.
+      TypeError, ValueError: as :func:`expmap0`, for ``x``.
     """
     c = _vectors("geometric.hyperbolic.poincare_to_lorentz", curvature, x=x)
     return _math.poincare_to_lorentz(x, c)

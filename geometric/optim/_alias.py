@@ -166,15 +166,13 @@ def riemannian_adam(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsT
       b1: ``β₁``, decay of the first moment.
       b2: ``β₂``, decay of the second moment.
       eps: ``ε``, added to the root of the second moment.
-      stabilize_every: re-project manifold leaves every this many updates; None: every 100 for
-        leaves whose retraction does not correct itself.
+      stabilize_every: as in :func:`riemannian_sgd`.
 
     Returns:
       An optax ``GradientTransformationExtraArgs``.
 
     Raises:
-      ValueError: ``update`` is called without ``params``; ``stabilize_every < 1``.
-      TypeError: a leaf of ``manifolds`` is neither a manifold nor EUCLIDEAN nor None.
+      ValueError, TypeError: as :func:`riemannian_sgd`.
 
     References:
       G. Bécigneul, O.-E. Ganea, "Riemannian adaptive optimization methods", ICLR 2019,

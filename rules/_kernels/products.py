@@ -215,44 +215,48 @@ def _cotangents_as_written(x, y, c_bar, *, tx, ty):
 def lower_product(l: jax.Array, x: jax.Array) -> jax.Array:
     """``L X`` for lower triangular ``L`` and ``X``: ``[[L₁₁X₁₁, 0], [L₂₁X₁₁ + L₂₂X₂₁, L₂₂X₂₂]]``
     in blocks on the CPU (``cpu_route.blocked_triangular``)."""
-    if l.shape[-1] < routes.BLOCKED_TRIANGULAR_MIN_N:
-        return mm(l, x)
-    return cpu_route("blocked_triangular", _blocked_lower_product, mm, l, x)
+    return _blocked_triangular(_blocked_lower_product, l, x)
+
+
+def _blocked_triangular(blocked, a, b):
+    """``blocked(a, b)`` on the CPU from ``routes.BLOCKED_TRIANGULAR_MIN_N``, else ``a @ b``."""
+    if a.shape[-1] < routes.BLOCKED_TRIANGULAR_MIN_N:
+        return mm(a, b)
+    return cpu_route("blocked_triangular", blocked, mm, a, b)
 
 
 def _blocked_lower_product(l, x):
-    n = l.shape[-1]
-    if n < routes.BLOCKED_TRIANGULAR_MIN_N:
+    if l.shape[-1] < routes.BLOCKED_TRIANGULAR_MIN_N:
         return mm(l, x)
-    h = n // 2
-    l11, l21, l22 = l[..., :h, :h], l[..., h:, :h], l[..., h:, h:]
-    x11, x21, x22 = x[..., :h, :h], x[..., h:, :h], x[..., h:, h:]
-    top = jnp.concatenate([_blocked_lower_product(l11, x11), jnp.zeros_like(l[..., :h, h:])],
-                          axis=-1)
-    bottom = jnp.concatenate([mm(l21, x11) + mm(l22, x21), _blocked_lower_product(l22, x22)],
-                             axis=-1)
-    return jnp.concatenate([top, bottom], axis=-2)
+    (l11, _, l21, l22), (x11, _, x21, x22) = _quadrants(l), _quadrants(x)
+    return _from_quadrants(_blocked_lower_product(l11, x11), mm(l21, x11) + mm(l22, x21),
+                           _blocked_lower_product(l22, x22))
+
+
+def _quadrants(a):
+    """``(A₁₁, A₁₂, A₂₁, A₂₂)`` of a square batch split at ``h = n // 2``."""
+    h = a.shape[-1] // 2
+    return a[..., :h, :h], a[..., :h, h:], a[..., h:, :h], a[..., h:, h:]
+
+
+def _from_quadrants(a11, a21, a22):
+    """``[[A₁₁, 0], [A₂₁, A₂₂]]``."""
+    top = jnp.concatenate([a11, jnp.zeros((*a11.shape[:-1], a22.shape[-1]), a11.dtype)], axis=-1)
+    return jnp.concatenate([top, jnp.concatenate([a21, a22], axis=-1)], axis=-2)
 
 
 def lower_of_upper_product(u: jax.Array, y: jax.Array) -> jax.Array:
     """A matrix whose lower triangle is that of ``U Y`` for upper triangular ``U``; on the CPU
     ``[[U₁₁Y₁₁ + U₁₂Y₂₁, 0], [U₂₂Y₂₁, U₂₂Y₂₂]]`` in blocks (``cpu_route.blocked_triangular``)."""
-    if u.shape[-1] < routes.BLOCKED_TRIANGULAR_MIN_N:
-        return mm(u, y)
-    return cpu_route("blocked_triangular", _blocked_lower_of_upper_product, mm, u, y)
+    return _blocked_triangular(_blocked_lower_of_upper_product, u, y)
 
 
 def _blocked_lower_of_upper_product(u, y):
-    n = u.shape[-1]
-    if n < routes.BLOCKED_TRIANGULAR_MIN_N:
+    if u.shape[-1] < routes.BLOCKED_TRIANGULAR_MIN_N:
         return mm(u, y)
-    h = n // 2
-    u11, u12, u22 = u[..., :h, :h], u[..., :h, h:], u[..., h:, h:]
-    y11, y21, y22 = y[..., :h, :h], y[..., h:, :h], y[..., h:, h:]
-    top = jnp.concatenate([_blocked_lower_of_upper_product(u11, y11) + mm(u12, y21),
-                           jnp.zeros_like(y[..., :h, h:])], axis=-1)
-    bottom = jnp.concatenate([mm(u22, y21), _blocked_lower_of_upper_product(u22, y22)], axis=-1)
-    return jnp.concatenate([top, bottom], axis=-2)
+    (u11, u12, _, u22), (y11, _, y21, y22) = _quadrants(u), _quadrants(y)
+    return _from_quadrants(_blocked_lower_of_upper_product(u11, y11) + mm(u12, y21),
+                           mm(u22, y21), _blocked_lower_of_upper_product(u22, y22))
 
 
 def lower_of_transpose_product(l: jax.Array, y: jax.Array) -> jax.Array:

@@ -152,8 +152,7 @@ def closed_form_cholesky(a: jax.Array) -> jax.Array:
       ``jnp.linalg.cholesky`` gives.
 
     Raises:
-      TypeError: ``a`` is not an array of a floating or complex dtype.
-      ValueError: ``a`` is not of shape ``(..., n, n)``, or ``n > 4``.
+      TypeError, ValueError: as :func:`closed_form_inv`.
 
     Examples:
       >>> import jax.numpy as jnp
