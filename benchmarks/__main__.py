@@ -58,7 +58,9 @@ def main() -> None:
               "sides of every comparison are timed in turn (A B A B …) and a ratio is the median "
               "of the per-round ratios. \"JAX\" columns are JAX's own autodiff of the same "
               "function (the plain `jnp` code); ratios are ours / theirs, so < 1 means ours is "
-              "faster.", ""]
+              "faster. The first table is this run's noise floor, JAX's own programs timed "
+              "against themselves: a ratio inside its band is parity, and meets a \"≤ 1.0\" "
+              "goal. The history of these figures is in CHANGELOG.md.", ""]
     pathlib.Path(args.out).write_text("\n".join(header) + "\n" + "\n".join(sections))
     print(f"wrote {args.out}")
 

@@ -15,8 +15,8 @@ A route is one way of computing a kernel's result. There are two kinds.
   :func:`jax.lax.platform_dependent`: a module exported for CUDA or TPU contains no CPU branch.
 
 The cut-offs below are read at trace time as ``routes.NAME`` (tests set them to reach every route
-at small sizes). Each line gives the platforms it applies to and the reason; the figures behind
-the CPU values are in ``benchmarks/RESULTS.md`` and the CHANGELOG.
+at small sizes), one line each with its reason, grouped by the platforms they apply to. The
+figures behind the CPU values are in ``benchmarks/RESULTS.md`` and the CHANGELOG.
 """
 from __future__ import annotations
 
@@ -32,50 +32,25 @@ __all__ = ["CPU_ROUTE_SCOPE", "cpu_route", "default_everywhere"]
 T = TypeVar("T")
 
 # ----------------------------------------------------------------------------------------------
-# Every platform (by size alone)
-
-# Closed forms (adjugate, cofactors, unrolled Cholesky): beyond 4 they cost more than LU, and
-# their rounding error grows with n! terms.
-CLOSED_FORM_MAX_N = 4
-# Fixed-sweep Jacobi eigendecomposition and SVD: sweep count and accuracy validated up to 3.
-JACOBI_MAX_N = 3
-# Products with every dimension ≤ this as outer-product sums: a dot's flops in one fused loop.
-UNROLL_MAX = 4
-
-# ----------------------------------------------------------------------------------------------
-# CPU only (cpu_route)
-
-# Products up to this size unrolled in the QR rules: XLA:CPU runs batched dots below 8 × 8, or
-# with a transposed left operand, slice by slice.
-QR_UNROLL_MAX = 16
-# Thin contractions Y S (k ≤ this, result of ≥ THIN_MIN_SIZE entries) as k outer products:
-# XLA:CPU's dot runs tall-times-small shapes far below its speed on wide ones.
-THIN_MAX_K = 16
-# Below this many entries the outer-product loop's fixed cost outweighs the dot's.
-THIN_MIN_SIZE = 2**16
-# A shared left matrix up to this size is copied to every slice: a batched dot with a row-major
-# left operand is one YNNPACK batch instead of a GEMM with transposes around it.
-SHARED_LEFT_BROADCAST_MAX = 32
-# Solves below this n take the LU of [A | B]: getrf leaves L⁻¹PB beside the factors; from here
-# the wider factorisation costs more than the forward substitution it saves.
-LU_WITH_RHS_MAX_N = 128
-# L⁻¹P below this n from the LU of [A | I]; from here LAPACK's wide getrf costs more than the LU
-# of A and a unit-lower solve.
-LU_WITH_IDENTITY_MAX_N = 256
-# The inverse as U⁻¹(L⁻¹P) below this n; from here JAX's inverse (LAPACK's extra columns cost as
-# much as its two solves).
-LU_INVERSE_MAX_N = 512
-# Triangular products (Cholesky's derivatives) from this n in 2 × 2 blocks that skip the zero
-# blocks: half the flops, worth the slicing and the extra dot calls on the CPU.
-BLOCKED_TRIANGULAR_MIN_N = 128
-# QR's R R̄ᴴ from this many columns in blocks, only where copyltu reads it (as above).
-BLOCKED_QR_GRAM_MIN_N = 320
-# Lower triangular inverses of well-conditioned k × k factors by products up to this k: LAPACK's
-# trsm is one call per matrix of a batch, which costs more than the arithmetic of small ones.
-PRODUCT_INVERSE_MAX_K = 16
-# manifold_adam's frames up to this many entries (batch included) never form [Y, M_B]: XLA:CPU
-# hands the concatenation, its transpose and product to its thread pool and waits for each.
-SPLIT_FRAME_MAX_SIZE = 2**15
+# The cut-offs: one line each, the reason in it.
+#
+# Every platform, by size alone (fewer or as many operations, no solver or dot call per matrix):
+CLOSED_FORM_MAX_N = 4  # adjugate, cofactors, unrolled Cholesky; beyond, more flops than LU
+JACOBI_MAX_N = 3  # fixed-sweep Jacobi eigh and SVD: sweep count and accuracy validated up to 3
+UNROLL_MAX = 4  # products of dimensions ≤ this as outer-product sums: a dot's flops, one loop
+#
+# CPU only (cpu_route):
+QR_UNROLL_MAX = 16  # QR rules' products: XLA:CPU runs batched dots below 8 × 8 slice by slice
+THIN_MAX_K = 16  # Y S with k ≤ this as k outer products: XLA:CPU's dot is slow on such shapes
+THIN_MIN_SIZE = 2**16  # results below this many entries: the loop's fixed cost outweighs the dot
+SHARED_LEFT_BROADCAST_MAX = 32  # a shared left matrix copied per slice: one YNNPACK batch
+LU_WITH_RHS_MAX_N = 128  # solves by the LU of [A | B]; beyond, getrf's extra columns cost more
+LU_WITH_IDENTITY_MAX_N = 256  # L⁻¹P by the LU of [A | I]; beyond, LU of A + unit-lower solve
+LU_INVERSE_MAX_N = 512  # inverse as U⁻¹(L⁻¹P); beyond, JAX's (extra columns cost its solves)
+BLOCKED_TRIANGULAR_MIN_N = 128  # triangular products in 2 × 2 blocks: half the flops from here
+BLOCKED_QR_GRAM_MIN_N = 320  # QR's R R̄ᴴ in blocks, only where copyltu reads it, from here
+PRODUCT_INVERSE_MAX_K = 16  # well-conditioned triangular inverses by products: no trsm per matrix
+SPLIT_FRAME_MAX_SIZE = 2**15  # small frames never form [Y, M_B]: XLA:CPU thread hand-offs
 
 # ----------------------------------------------------------------------------------------------
 # The platform switch
