@@ -28,6 +28,24 @@ def spd(shape, seed: int = 0, dtype=jnp.float64) -> jax.Array:
     return g @ jnp.conj(jnp.swapaxes(g, -1, -2)) / n + jnp.eye(n, dtype=dtype)
 
 
+def orthogonal(n: int, seed: int) -> np.ndarray:
+    """A random n×n orthogonal matrix."""
+    return np.linalg.qr(np.asarray(rand((n, n), seed)))[0]
+
+
+def symmetric_with_spectrum(spectrum, seed: int) -> jax.Array:
+    """A symmetric matrix with the given eigenvalues and random eigenvectors."""
+    q = orthogonal(len(spectrum), seed)
+    return jnp.asarray((q * np.asarray(spectrum)) @ q.T)
+
+
+def with_singular_values(m: int, sigma, seed: int) -> jax.Array:
+    """An m×k matrix with the given k singular values and random singular vectors."""
+    u = orthogonal(m, seed)[:, :len(sigma)]
+    v = orthogonal(len(sigma), seed + 1)
+    return jnp.asarray((u * np.asarray(sigma)) @ v.T)
+
+
 def rel_err(a, b) -> float:
     """``max |a - b| / max |b|`` over every leaf of two pytrees (in float64)."""
     worst = 0.0

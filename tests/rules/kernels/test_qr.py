@@ -8,22 +8,8 @@ import scipy.linalg as sla
 
 from rules._kernels import qr
 from rules.internal import gram_error, householder_qr_factor, polar_factor, qr_factor
-from tests.helpers import central_difference, rand, rel_err
-
-
-def orthogonal(n, seed):
-    return np.linalg.qr(np.asarray(rand((n, n), seed)))[0]
-
-
-def symmetric_with_spectrum(spectrum, seed):
-    q = orthogonal(len(spectrum), seed)
-    return jnp.asarray((q * np.asarray(spectrum)) @ q.T)
-
-
-def with_singular_values(m, sigma, seed):
-    u = orthogonal(m, seed)[:, :len(sigma)]
-    v = orthogonal(len(sigma), seed + 1)
-    return jnp.asarray((u * np.asarray(sigma)) @ v.T)
+from tests.helpers import (central_difference, rand, rel_err, symmetric_with_spectrum,
+                           with_singular_values)
 
 
 def test_qr_and_polar_factors():

@@ -8,22 +8,8 @@ import scipy.linalg as sla
 
 from rules._kernels import spectral
 from rules.internal import arctan_sv, sym_function
-from tests.helpers import central_difference, rand, rel_err
-
-
-def orthogonal(n, seed):
-    return np.linalg.qr(np.asarray(rand((n, n), seed)))[0]
-
-
-def symmetric_with_spectrum(spectrum, seed):
-    q = orthogonal(len(spectrum), seed)
-    return jnp.asarray((q * np.asarray(spectrum)) @ q.T)
-
-
-def with_singular_values(m, sigma, seed):
-    u = orthogonal(m, seed)[:, :len(sigma)]
-    v = orthogonal(len(sigma), seed + 1)
-    return jnp.asarray((u * np.asarray(sigma)) @ v.T)
+from tests.helpers import (central_difference, rand, rel_err, symmetric_with_spectrum,
+                           with_singular_values)
 
 
 def _dense_function(f, a):
