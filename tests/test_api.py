@@ -50,3 +50,31 @@ def test_ships_py_typed_and_version(package):
     module = importlib.import_module(package)
     assert (importlib.resources.files(package) / "py.typed").is_file()
     assert module.__version__ == importlib.metadata.version("pullbacks")
+
+
+# The rules that stand in for JAX's functions, and those functions.
+DROP_INS = {
+    "inv": "jax.numpy.linalg.inv", "solve": "jax.numpy.linalg.solve",
+    "det": "jax.numpy.linalg.det", "slogdet": "jax.numpy.linalg.slogdet",
+    "cholesky": "jax.numpy.linalg.cholesky", "qr": "jax.numpy.linalg.qr",
+    "eigh": "jax.numpy.linalg.eigh", "svd": "jax.numpy.linalg.svd",
+    "expm": "jax.scipy.linalg.expm", "cho_solve": "jax.scipy.linalg.cho_solve",
+}
+
+
+def _jax_function(path):
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("name", DROP_INS)
+def test_signature_is_jaxs(name):
+    """Every parameter of JAX's function, in order, with its kind, name and default; a rule may
+    add keyword-only parameters of its own after them."""
+    import rules
+
+    ours = list(inspect.signature(getattr(rules, name)).parameters.values())
+    theirs = list(inspect.signature(_jax_function(DROP_INS[name])).parameters.values())
+    assert [(p.name, p.kind, p.default) for p in ours[:len(theirs)]] == \
+        [(p.name, p.kind, p.default) for p in theirs]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in ours[len(theirs):])

@@ -35,7 +35,7 @@ _PADE = {
          40840800.0, 960960.0, 16380.0, 182.0, 1.0),
 }
 _THETA = {7: 3.925724783138660, 13: 5.371920351148152}
-# As jax.scipy.linalg.expm: a slice that needs more squarings gives NaN.
+# jax.scipy.linalg.expm's default: a slice that needs more squarings gives NaN.
 MAX_SQUARINGS = 16
 
 
@@ -50,14 +50,16 @@ class ExpmIntermediates(NamedTuple):
     s: jax.Array
 
 
-def pade_expm(a: jax.Array) -> tuple[jax.Array, ExpmIntermediates]:
+def pade_expm(a: jax.Array, max_squarings: int = MAX_SQUARINGS
+              ) -> tuple[jax.Array, ExpmIntermediates]:
     """``exp(A)`` of a non-empty float or complex ``(..., n, n)`` batch, and its intermediates.
 
     ``s = max(0, ⌊log₂(‖A‖₁/θ)⌋)`` per slice, the ``[m/m]`` Padé approximant of ``A/2ˢ``
     (``m = 13``, ``θ = 5.37`` in double precision; ``m = 7``, ``θ = 3.93`` in single), then
     ``s`` squarings; a batch runs ``max s`` squarings, each slice keeping its own ``s``. The
     denominator's factors are the closed-form inverse for tiny matrices, :class:`~.lu.SolveFactors`
-    otherwise. A slice with ``‖A‖₁ > θ · 2¹⁶`` (or non-finite entries) gives NaN.
+    otherwise. A slice that needs more than ``max_squarings`` squarings (``‖A‖₁ > θ · 2¹⁶`` by
+    default), or has non-finite entries, gives NaN, as ``jax.scipy.linalg.expm``.
     """
     m = 13 if jnp.finfo(a.dtype).bits == 64 else 7
     b = _coefficients(m)
@@ -65,7 +67,7 @@ def pade_expm(a: jax.Array) -> tuple[jax.Array, ExpmIntermediates]:
     # ⌊·⌋ as jax.scipy.linalg.expm, not Higham's ⌈·⌉: ‖A/2ˢ‖₁ < 2θ, one squaring fewer, with
     # the truncation error of r_m still below the rounding of the squarings that follow.
     s = jnp.maximum(0, jnp.floor(jnp.log2(norm / _THETA[m])))
-    too_big = ~(s <= MAX_SQUARINGS)  # also NaN and inf
+    too_big = ~(s <= max_squarings)  # also NaN and inf
     s = jnp.where(too_big, 0, s)
     x = a * (2.0 ** -s).astype(a.dtype)[..., None, None]
     eye = eye_like(x)
@@ -86,7 +88,7 @@ def pade_expm(a: jax.Array) -> tuple[jax.Array, ExpmIntermediates]:
     q = v - u
     factors = closed_form_inv(q) if closed_form_applies(q) else solve_factors(q)
     r0 = solve_with(factors, v + u)
-    out = jnp.where(too_big[..., None, None], jnp.nan, _squarings(r0, s))
+    out = jnp.where(too_big[..., None, None], jnp.nan, _squarings(r0, s, max_squarings))
     return out, ExpmIntermediates(pade, factors, r0, s)
 
 
@@ -96,7 +98,7 @@ def _coefficients(m):
     return [c / _PADE[m][0] for c in _PADE[m]]
 
 
-def _squarings(r0, s):
+def _squarings(r0, s, max_squarings):
     """``R ← R²`` while ``i < s``, per slice; a batch runs ``max s`` steps."""
     s_max = jnp.max(s, initial=0)
 
@@ -104,33 +106,36 @@ def _squarings(r0, s):
         return lax.cond(i < s_max, lambda r: jnp.where((i < s)[..., None, None], mm(r, r), r),
                         lambda r: r, r), None
 
-    return _squaring_scan(step, r0, s, s_max)
+    return _squaring_scan(step, r0, s, s_max, max_squarings)
 
 
-def frechet(res: ExpmIntermediates, e: jax.Array) -> jax.Array:
+def frechet(res: ExpmIntermediates, e: jax.Array, max_squarings: int = MAX_SQUARINGS
+            ) -> jax.Array:
     """The Fréchet derivative ``L(A, E)`` of :func:`pade_expm` at its intermediates ``res``.
 
     Al-Mohy & Higham's recurrence: the derivatives of the Padé step's products, one solve with
     the stored factors (``q L = L_p - L_q r``), then per squaring ``Lᵢ₊₁ = Rᵢ Lᵢ + Lᵢ Rᵢ``.
     """
-    return _frechet(res, e)
+    return _frechet(res, e, max_squarings=max_squarings)
 
 
-def frechet_adjoint(res: ExpmIntermediates, e: jax.Array) -> jax.Array:
+def frechet_adjoint(res: ExpmIntermediates, e: jax.Array, max_squarings: int = MAX_SQUARINGS
+                    ) -> jax.Array:
     """``L(Aᵀ, E)``, the adjoint of :func:`frechet` (``exp`` is holomorphic: plain transposes).
 
     The recurrence on the transposed intermediates; on the CPU for matrices beyond the closed
     forms ``L(A, Eᵀ)ᵀ`` instead (``cpu_route.transposed_frechet``: ``exp(Aᵀ) = exp(A)ᵀ``), whose
     products keep their operands in the layout XLA:CPU's fast dot takes.
     """
-    transposed = functools.partial(_frechet, transpose=True)
+    frechet = functools.partial(_frechet, max_squarings=max_squarings)
+    transposed = functools.partial(frechet, transpose=True)
     if closed_form_applies(e):
         return transposed(res, e)
-    return cpu_route("transposed_frechet", lambda res, e: _frechet(res, e.mT).mT, transposed,
+    return cpu_route("transposed_frechet", lambda res, e: frechet(res, e.mT).mT, transposed,
                      res, e)
 
 
-def _frechet(res, e, *, transpose=False):
+def _frechet(res, e, *, max_squarings, transpose=False):
     pade, factors, r0, s = res
     if transpose:
         pade, r0 = tuple(y.mT for y in pade), r0.mT
@@ -168,12 +173,12 @@ def _frechet(res, e, *, transpose=False):
             return l, r
         return lax.cond(i < s_max, square, lambda c: c, carry), None
 
-    return _squaring_scan(step, (l0, r0), s, s_max)[0]
+    return _squaring_scan(step, (l0, r0), s, s_max, max_squarings)[0]
 
 
-def _squaring_scan(step, carry, s, s_max):
-    """``step`` scanned over ``i < MAX_SQUARINGS`` in two stretches, each entered only if some
-    slice needs a step in it: ``i < 4`` when ``s_max > 0``, ``4 ≤ i < 16`` when ``s_max > 4``.
+def _squaring_scan(step, carry, s, s_max, max_squarings):
+    """``step`` scanned over ``i < max_squarings`` in two stretches, each entered only if some
+    slice needs a step in it: ``i < 4`` when ``s_max > 0``, ``4 ≤ i`` when ``s_max > 4``.
 
     Every step tests ``i < s_max`` in a conditional of its own, and on small matrices those tests
     cost more than the work: an unscaled batch (``‖A‖₁ < 2θ``) skips all 16 with one test, and a
@@ -183,9 +188,11 @@ def _squaring_scan(step, carry, s, s_max):
     def stretch(start, stop):
         return lambda c: lax.scan(step, c, jnp.arange(start, stop, dtype=s.dtype))[0]
 
-    carry = lax.cond(s_max > 0, stretch(0, _FIRST_STRETCH), lambda c: c, carry)
-    return lax.cond(s_max > _FIRST_STRETCH, stretch(_FIRST_STRETCH, MAX_SQUARINGS), lambda c: c,
-                    carry)
+    first = min(_FIRST_STRETCH, max_squarings)
+    carry = lax.cond(s_max > 0, stretch(0, first), lambda c: c, carry)
+    if max_squarings <= first:
+        return carry
+    return lax.cond(s_max > first, stretch(first, max_squarings), lambda c: c, carry)
 
 
 _FIRST_STRETCH = 4  # squarings: ‖A‖₁ up to 2⁵θ (≈ 125 in single precision) takes no more

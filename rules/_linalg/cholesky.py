@@ -130,7 +130,8 @@ def _phi(x):
 # Solve with a Cholesky factor
 
 
-def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
+def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike, overwrite_b: bool = False,
+              check_finite: bool = True) -> jax.Array:
     r"""Solve ``A X = B`` given the Cholesky factor of ``A``, as ``jax.scipy.linalg.cho_solve``.
 
     ``A = L Lᴴ`` with ``L`` the lower factor (``lower=True``) or ``A = Uᴴ U`` with ``U = c`` upper.
@@ -151,6 +152,8 @@ def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
       b: array of shape ``(n,)`` or ``(..., n, k)``; batch axes broadcast with those of ``c``. As in
         :func:`rules.solve` (and unlike the deprecated 1-D batching of
         ``jax.scipy.linalg.cho_solve``), ``b`` is a vector only when it is 1-D.
+      overwrite_b: no effect (arrays are immutable), as in ``jax.scipy.linalg.cho_solve``.
+      check_finite: no effect (non-finite input gives non-finite output), as in JAX.
 
     Returns:
       ``X`` of shape ``(..., n)`` for a 1-D ``b``, ``(..., n, k)`` otherwise.
@@ -179,6 +182,7 @@ def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike) -> jax.Array:
     if not (isinstance(c_and_lower, (tuple, list)) and len(c_and_lower) == 2):
         raise ValueError(f"cho_solve: `c_and_lower` must be a pair (c, lower); got "
                          f"{type(c_and_lower).__name__}.")
+    del overwrite_b, check_finite  # SciPy's options, which JAX accepts and ignores too
     c, lower = c_and_lower
     if not isinstance(lower, bool):
         raise TypeError(f"cho_solve: `lower` must be a bool; got {type(lower).__name__}.")

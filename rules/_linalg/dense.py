@@ -275,7 +275,7 @@ _det = Rule("det", _det_forward, _det_pushforward, _det_pullback)
 # Sign and logarithm of the determinant
 
 
-def slogdet(a: ArrayLike) -> SlogdetResult:
+def slogdet(a: ArrayLike, *, method: str | None = None) -> SlogdetResult:
     r"""Sign and log-modulus of the determinant, with an explicit pushforward and pullback.
 
     ``det A = sign · exp(logabsdet)``. With ``t = tr(A⁻¹ Ȧ) = Σ A⁻ᵀ ⊙ Ȧ``:
@@ -291,6 +291,9 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
     Args:
       a: array of shape ``(..., n, n)``; integers and booleans are promoted as
         ``jnp.linalg.slogdet`` promotes them, float16/bfloat16 go to JAX's forward.
+      method: ``None`` or ``"lu"`` (JAX's default) or ``"qr"``, as ``jnp.linalg.slogdet`` takes
+        it: JAX factorises with LU or with QR; both give the same sign and log-modulus, which
+        this rule computes from one LU factorisation whichever is named.
 
     Returns:
       ``SlogdetResult(sign, logabsdet)`` (``jnp.linalg.slogdet``'s own result type), both of shape
@@ -299,7 +302,7 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
 
     Raises:
       TypeError: ``a`` is not an array, or not of a numeric dtype.
-      ValueError: ``a`` is not of shape ``(..., n, n)``.
+      ValueError: ``a`` is not of shape ``(..., n, n)``, or ``method`` is unknown.
 
     Notes:
       The residual is ``A⁻ᵀ``, the derivative of ``log det``: the pushforward is one elementwise
@@ -320,6 +323,9 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
              [-1.,  2.]], dtype=float32)
     """
     a = as_inexact_matrix("slogdet", "a", a, square=True)
+    if method not in (None, "lu", "qr"):
+        raise ValueError(f"slogdet: `method` must be None, 'lu' or 'qr' (as jnp.linalg.slogdet); "
+                         f"got {method!r}.")
     return _slogdet(a)
 
 

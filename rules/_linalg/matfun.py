@@ -8,6 +8,7 @@ from .._core.arrays import eye_like
 from .._core.checks import as_inexact_matrix, check_matrix, is_half
 from .._core.rule import Rule
 from .._kernels import expm as kernel
+from .._kernels.expm import MAX_SQUARINGS
 from .._kernels import jax_ops
 from .._kernels.lu import inverse
 from .._kernels.products import mm
@@ -96,7 +97,9 @@ _cayley = Rule("cayley", _cayley_forward, _cayley_pushforward, _cayley_pullback)
 # ==============================================================================================
 # Matrix exponential
 
-def expm(a: ArrayLike) -> jax.Array:
+
+def expm(A: ArrayLike, *, upper_triangular: bool = False,  # noqa: N803 — JAX's argument name
+         max_squarings: int = MAX_SQUARINGS) -> jax.Array:
     r"""Matrix exponential ``exp(A)`` with an explicit pushforward and pullback (Fréchet derivative).
 
     .. math::
@@ -111,16 +114,21 @@ def expm(a: ArrayLike) -> jax.Array:
     ``docs/derivations/decompositions.md#expm``.
 
     Args:
-      a: array of shape ``(..., n, n)``; integers and booleans are promoted as in
+      A: array of shape ``(..., n, n)``; integers and booleans are promoted as in
         ``jnp.linalg``; float16/bfloat16 go to ``jax.scipy.linalg.expm`` (which raises).
+      upper_triangular: accepted as ``jax.scipy.linalg.expm`` accepts it (there it selects
+        triangular solves for an upper triangular ``A``); the exponential computed is the same.
+      max_squarings: the most squarings a slice may need (``s`` below); one that needs more
+        gives NaN, as in ``jax.scipy.linalg.expm``.
 
     Returns:
-      ``exp(A)``, shape and dtype of ``a``. A slice with ``‖A‖₁ > θ · 2¹⁶`` (or non-finite
-      entries) gives NaN, as ``jax.scipy.linalg.expm`` does.
+      ``exp(A)``, shape and dtype of ``A``. A slice with ``‖A‖₁ > θ · 2^max_squarings`` (or
+      non-finite entries) gives NaN, as ``jax.scipy.linalg.expm`` does.
 
     Raises:
-      TypeError: ``a`` is not an array of a numeric dtype.
-      ValueError: ``a`` is not of shape ``(..., n, n)``.
+      TypeError: ``A`` is not an array of a numeric dtype, ``upper_triangular`` is not a bool or
+        ``max_squarings`` not an int.
+      ValueError: ``A`` is not of shape ``(..., n, n)``, or ``max_squarings < 0``.
 
     Notes:
       Forward: ``s = max(0, ⌊log₂(‖A‖₁/θ)⌋)`` per slice, the ``[m/m]`` Padé approximant of
@@ -150,26 +158,34 @@ def expm(a: ArrayLike) -> jax.Array:
       Array([[1., 1.],
              [0., 1.]], dtype=float32)
     """
-    a = as_inexact_matrix("expm", "a", a, square=True)
-    return _expm(a)
+    a = as_inexact_matrix("expm", "A", A, square=True)
+    if not isinstance(upper_triangular, bool):
+        raise TypeError(f"expm: `upper_triangular` must be a bool; got "
+                        f"{type(upper_triangular).__name__}.")
+    if isinstance(max_squarings, bool) or not isinstance(max_squarings, int):
+        raise TypeError(f"expm: `max_squarings` must be an int; got "
+                        f"{type(max_squarings).__name__}.")
+    if max_squarings < 0:
+        raise ValueError(f"expm: `max_squarings` must be ≥ 0; got {max_squarings}.")
+    return _expm(a, max_squarings=max_squarings)
 
 
-def _expm_forward(a):
+def _expm_forward(a, *, max_squarings):
     if is_half(a):
-        return jax_ops.expm(a), None
+        return jax_ops.expm(a, max_squarings=max_squarings), None
     if a.shape[-1] == 0:
         return a, None
-    return kernel.pade_expm(a)
+    return kernel.pade_expm(a, max_squarings)
 
 
-def _expm_pushforward(res, a_dot):
+def _expm_pushforward(res, a_dot, *, max_squarings):
     """``L(A, Ȧ)``: Al-Mohy & Higham's recurrence on the forward's intermediates."""
-    return kernel.frechet(res, a_dot)
+    return kernel.frechet(res, a_dot, max_squarings)
 
 
-def _expm_pullback(res, x_bar):
+def _expm_pullback(res, x_bar, *, max_squarings):
     """``Ā = L(Aᵀ, X̄)``, the adjoint recurrence."""
-    return (kernel.frechet_adjoint(res, x_bar),)
+    return (kernel.frechet_adjoint(res, x_bar, max_squarings),)
 
 
 _expm = Rule("expm", _expm_forward, _expm_pushforward, _expm_pullback)

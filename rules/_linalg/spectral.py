@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 from jax.typing import ArrayLike
 
 from .._core.arrays import conj, eye_like, hermitian_part, mH
@@ -266,19 +267,23 @@ def _add_to_diagonal(x, d):
 
 
 @overload
-def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: Literal[True] = True, *,
+def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: Literal[True] = True,
+        hermitian: bool = False, subset_by_index: tuple[int, int] | None = None, *,
         degeneracy_tol: float | None = None) -> SVDResult: ...
 @overload
-def svd(a: ArrayLike, full_matrices: bool, compute_uv: Literal[False], *,
+def svd(a: ArrayLike, full_matrices: bool, compute_uv: Literal[False], hermitian: bool = False,
+        subset_by_index: tuple[int, int] | None = None, *,
         degeneracy_tol: float | None = None) -> jax.Array: ...
 @overload
-def svd(a: ArrayLike, full_matrices: bool = False, *, compute_uv: Literal[False],
+def svd(a: ArrayLike, full_matrices: bool = True, *, compute_uv: Literal[False],
+        hermitian: bool = False, subset_by_index: tuple[int, int] | None = None,
         degeneracy_tol: float | None = None) -> jax.Array: ...
-def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
+def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True,
+        hermitian: bool = False, subset_by_index: tuple[int, int] | None = None, *,
         degeneracy_tol: float | None = None) -> SVDResult | jax.Array:
     r"""Singular value decomposition ``A = U diag(s) Vᴴ``, finite at degenerate singular values.
 
-    As ``jnp.linalg.svd`` (``s`` descending; ``Vh = Vᴴ``), but thin by default. With
+    As ``jnp.linalg.svd``: ``s`` descending, ``Vh = Vᴴ``, full ``U`` and ``Vh`` by default. With
     ``k = min(m, n)``, the thin factors ``U`` (``m × k``) and ``V`` (``n × k``), ``P = Uᴴ Ȧ V``,
     ``F_ij = 1/(s_j² - s_i²)`` and ``s⁻¹`` zeroed where ``|s_j - s_i| ≤ tol`` resp. ``s_i ≤ tol``:
 
@@ -303,9 +308,15 @@ def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
       a: array of shape ``(..., m, n)``; integers and booleans are promoted as ``jnp.linalg.svd``
         promotes them, float16/bfloat16 go to JAX's forward.
       full_matrices: return ``U`` of shape ``(..., m, m)`` and ``Vh`` of shape ``(..., n, n)``
-        instead of the thin ``(..., m, k)`` and ``(..., k, n)``. The extra columns span the
-        orthogonal complement, a gauge; see Notes.
+        (``True``, the default, as in ``jnp.linalg.svd``) or the thin ``(..., m, k)`` and
+        ``(..., k, n)``. The extra columns span the orthogonal complement, a gauge; see Notes.
       compute_uv: return ``SVDResult(U, S, Vh)`` (``True``) or the singular values only.
+      hermitian: ``a`` is Hermitian: the SVD from :func:`rules.eigh`, ``s = |λ|`` sorted
+        descending, ``U`` the eigenvectors in that order, ``Vh = (U sign(λ))ᴴ``, as
+        ``jnp.linalg.svd`` computes it (differentiated through ``rules.eigh``).
+      subset_by_index: ``None`` or ``(0, min(m, n))`` (every singular value). JAX computes other
+        ranges on TPU only; here they raise ``NotImplementedError``. As in JAX, a range other
+        than all with ``full_matrices=True`` is a ``ValueError``.
       degeneracy_tol: singular values with ``|s_i - s_j| ≤ degeneracy_tol`` are degenerate and
         contribute zero, and ``s_i ≤ degeneracy_tol`` counts as degenerate with the implicit zero
         singular values of a non-square matrix. ``None`` (default): ``ε^{3/4} · max s`` per matrix
@@ -318,7 +329,9 @@ def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
 
     Raises:
       TypeError: ``a`` is not an array of a numeric dtype, or ``degeneracy_tol`` is not a float.
-      ValueError: ``a`` has rank < 2, or ``degeneracy_tol`` is negative.
+      ValueError: ``a`` has rank < 2 (or is not square with ``hermitian=True``),
+        ``degeneracy_tol`` is negative, or ``subset_by_index`` is not a pair of indices.
+      NotImplementedError: ``subset_by_index`` selects less than every singular value.
 
     Notes:
       Exact gradients: losses invariant under ``(u_i, v_i) → (e^{iθ}u_i, e^{iθ}v_i)`` (signs, for
@@ -348,7 +361,8 @@ def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
       >>> import jax, jax.numpy as jnp, rules
       >>> a = jnp.array([[0.0, 1.0], [1.0, 0.0], [0.0, 0.0]], dtype=jnp.float32)  # s = (1, 1)
       >>> x = jnp.array([1.0, 2.0, 3.0], dtype=jnp.float32)
-      >>> loss = lambda a: jnp.sum((rules.svd(a).U @ rules.svd(a).U.T @ x) ** 2)  # range projector
+      >>> u = lambda a: rules.svd(a, full_matrices=False).U
+      >>> loss = lambda a: jnp.sum((u(a) @ u(a).T @ x) ** 2)  # the range's projector
       >>> jax.grad(loss)(a)  # 2 (I - UUᵀ)x (A⁺UUᵀx)ᵀ; JAX's: NaN
       Array([[-0., -0.],
              [-0., -0.],
@@ -356,9 +370,47 @@ def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, *,
     """
     a = as_inexact_matrix("svd", "a", a)
     m, n = a.shape[-2:]
+    _check_subset(a, full_matrices, subset_by_index)
+    tol = _check_tol("svd", degeneracy_tol)
+    if hermitian:
+        if m != n:
+            raise ValueError(f"svd: `a` must have shape (..., n, n) with `hermitian=True`; got "
+                             f"{tuple(a.shape)}.")
+        return _hermitian_svd(a, bool(compute_uv), tol)
     full = bool(full_matrices) and bool(compute_uv) and m != n
-    return _svd(a, full_matrices=full, compute_uv=bool(compute_uv),
-                degeneracy_tol=_check_tol("svd", degeneracy_tol))
+    return _svd(a, full_matrices=full, compute_uv=bool(compute_uv), degeneracy_tol=tol)
+
+
+def _check_subset(a, full_matrices, subset_by_index):
+    """``subset_by_index`` as ``jnp.linalg.svd`` takes it, where JAX computes it off the TPU."""
+    if subset_by_index is None:
+        return
+    k = min(a.shape[-2:])
+    if not (isinstance(subset_by_index, (tuple, list)) and len(subset_by_index) == 2
+            and all(isinstance(i, int) for i in subset_by_index)):
+        raise ValueError(f"svd: `subset_by_index` must be None or a pair of ints (start, end); "
+                         f"got {subset_by_index!r}.")
+    if tuple(subset_by_index) == (0, k):
+        return
+    if full_matrices:
+        raise ValueError("svd: full_matrices and subset_by_index cannot both be set (as in "
+                         "jnp.linalg.svd).")
+    raise NotImplementedError(f"svd: `subset_by_index={tuple(subset_by_index)}` selects part of "
+                              f"the {k} singular values; JAX computes that on TPU only, and "
+                              f"rules.svd not at all. Slice the full result instead.")
+
+
+def _hermitian_svd(a, compute_uv, degeneracy_tol):
+    """``jnp.linalg.svd(a, hermitian=True)``'s computation on :func:`eigh`'s decomposition."""
+    w, v = eigh(a, degeneracy_tol=degeneracy_tol)
+    s = jnp.abs(w)
+    if not compute_uv:
+        return lax.rev(lax.sort(s, dimension=s.ndim - 1), dimensions=(s.ndim - 1,))
+    index = lax.broadcasted_iota(jnp.int32, s.shape, s.ndim - 1)
+    s, index, sign = lax.sort((s, index, jnp.sign(w)), dimension=s.ndim - 1, num_keys=1)
+    s, index, sign = (lax.rev(x, dimensions=(s.ndim - 1,)) for x in (s, index, sign))
+    u = jnp.take_along_axis(v, index[..., None, :], axis=-1)
+    return SVDResult(u, s, mH(u * sign[..., None, :].astype(u.dtype)))
 
 
 def _svd_primal(a, *, full_matrices, compute_uv, degeneracy_tol):

@@ -213,3 +213,11 @@ def test_sharded_batch(n):
         return jax.value_and_grad(loss, argnums=(0, 1))(a, b)
 
     assert_sharded_like_unsharded(values_and_grads, a, b)
+
+
+def test_cho_solve_takes_scipys_options():
+    a = jnp.asarray(np.eye(3) * 2.0)
+    b = jnp.ones((3, 2))
+    c = rules.cholesky(a)
+    np.testing.assert_allclose(rules.cho_solve((c, True), b, overwrite_b=True, check_finite=False),
+                               b / 2)

@@ -344,3 +344,12 @@ def test_sharded_batch():
         return jax.value_and_grad(loss, argnums=(0, 1, 2))(a, b, t)
 
     assert_sharded_like_unsharded(values_and_grads, a, b, t)
+
+
+def test_slogdet_method_as_jax_takes_it():
+    a = well_conditioned((2, 5, 5), 90)
+    for method in (None, "lu", "qr"):
+        for x, y in zip(rules.slogdet(a, method=method), jnp.linalg.slogdet(a, method=method)):
+            np.testing.assert_allclose(x, y, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"slogdet: `method` must be None, 'lu' or 'qr'"):
+        rules.slogdet(a, method="svd")

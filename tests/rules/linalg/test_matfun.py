@@ -109,9 +109,9 @@ def test_expm_dtypes_and_bad_input():
     assert rules.expm(jnp.eye(2, dtype=jnp.int32)).dtype == jnp.float32
     with pytest.raises(TypeError, match="float16 is not supported"):
         rules.expm(jnp.eye(2, dtype=jnp.float16))
-    with pytest.raises(TypeError, match="expm: `a` must be a JAX or NumPy array; got list"):
+    with pytest.raises(TypeError, match="expm: `A` must be a JAX or NumPy array; got list"):
         rules.expm([[1.0]])
-    with pytest.raises(ValueError, match=r"expm: `a` must have shape \(\.\.\., n, n\) \(square\); "
+    with pytest.raises(ValueError, match=r"expm: `A` must have shape \(\.\.\., n, n\) \(square\); "
                                          r"got \(2, 3\)"):
         rules.expm(jnp.ones((2, 3)))
 
@@ -186,3 +186,23 @@ def test_cayley_bad_input():
         rules.cayley(jnp.zeros((2, 3)))
     with pytest.raises(TypeError, match="cayley: `c` must have dtype .* got int32"):
         rules.cayley(jnp.zeros((2, 2), jnp.int32))
+
+
+def test_expm_options_as_jax_takes_them():
+    """``A`` by name, ``upper_triangular``, and ``max_squarings`` (NaN beyond it, as JAX)."""
+    a = rand((2, 4, 4), 40)
+    np.testing.assert_allclose(rules.expm(A=jnp.triu(a), upper_triangular=True),
+                               jax.scipy.linalg.expm(jnp.triu(a), upper_triangular=True),
+                               rtol=1e-12)
+    big = 300 * a
+    for max_squarings in (0, 3, 7, 20):
+        ours = rules.expm(big, max_squarings=max_squarings)
+        theirs = jax.scipy.linalg.expm(big, max_squarings=max_squarings)
+        np.testing.assert_array_equal(jnp.isnan(ours), jnp.isnan(theirs))
+    g = jax.grad(lambda a: jnp.sum(jnp.sin(rules.expm(a, max_squarings=2))))(3 * a)
+    want = jax.grad(lambda a: jnp.sum(jnp.sin(jax.scipy.linalg.expm(a, max_squarings=2))))(3 * a)
+    assert rel_err(g, want) < 1e-8
+    with pytest.raises(ValueError, match=r"expm: `max_squarings` must be ≥ 0; got -1"):
+        rules.expm(a, max_squarings=-1)
+    with pytest.raises(TypeError, match=r"expm: `upper_triangular` must be a bool"):
+        rules.expm(a, upper_triangular=1)

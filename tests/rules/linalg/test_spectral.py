@@ -41,8 +41,11 @@ def eigh_invariants(a):
     return w, jnp.abs(v) ** 2, (v * weights) @ ct(v)
 
 
+thin_svd = functools.partial(rules.svd, full_matrices=False)
+
+
 def svd_invariants(a, **kwargs):
-    u, s, vh = rules.svd(a, **kwargs)
+    u, s, vh = rules.svd(a, **{"full_matrices": False, **kwargs})
     k = s.shape[-1]
     c = jnp.broadcast_to(jnp.linspace(1.0, 2.0, k), s.shape).astype(u.dtype)
     u1, vh1 = u[..., :, :k], vh[..., :k, :]
@@ -108,7 +111,7 @@ def test_svd_matches_jax(shape, dtype):
     @jax.jit
     def derivatives(a):
         out = []
-        for svd in (rules.svd, functools.partial(jnp.linalg.svd, full_matrices=False)):
+        for svd in (thin_svd, functools.partial(jnp.linalg.svd, full_matrices=False)):
             res, pullback = jax.vjp(svd, a)
             s_only = functools.partial(svd, compute_uv=False)
             out.append((tuple(res), pullback(type(res)(*cts)), tuple(jax.jvp(svd, (a,), (da,))[1]),
@@ -125,7 +128,7 @@ def test_svd_full_matrices_gauge():
     full_jvp = jax.jit(lambda a, da: jax.jvp(functools.partial(rules.svd, full_matrices=True),
                                              (a,), (da,)))
     (u, s, vh), (du, ds, dvh) = full_jvp(a, da)
-    thin = jax.jit(lambda a, da: jax.jvp(rules.svd, (a,), (da,))[1])(a, da)
+    thin = jax.jit(lambda a, da: jax.jvp(thin_svd, (a,), (da,))[1])(a, da)
     np.testing.assert_allclose(du[:, :2], thin.U, atol=1e-13)
     np.testing.assert_allclose(ct(u) @ du + ct(du) @ u, 0, atol=1e-13)  # UᴴU̇ skew-Hermitian
     np.testing.assert_allclose(ct(u[:, 2:]) @ du[:, 2:], 0, atol=1e-13)
@@ -194,7 +197,7 @@ def test_svd_degenerate(dtype):
     x, m = rand((2, 4), 32, dtype), rand((2, 4, 4), 33, dtype)
     directions = [rand((2, 4, 3), 34 + i, dtype) for i in range(3)]
     jax_svd = functools.partial(jnp.linalg.svd, full_matrices=False)
-    assert_gradient_is_finite_difference(svd_loss(rules.svd, x, m), a, directions,
+    assert_gradient_is_finite_difference(svd_loss(thin_svd, x, m), a, directions,
                                          jax_loss=svd_loss(jax_svd, x, m))
 
 
@@ -205,7 +208,7 @@ def test_svd_degenerate_zero_singular_values_of_a_tall_matrix():
     x = rand((5,), 42)
 
     def loss(a):
-        u, s, _ = rules.svd(a)
+        u, s, _ = thin_svd(a)
         return jnp.sum(s ** 2) + jnp.abs(u[:, 0] @ x)
 
     assert_gradient_is_finite_difference(loss, a, [rand((5, 3), 43 + i) for i in range(3)])
@@ -281,7 +284,7 @@ def test_higher_derivatives_match_jax():
     @jax.jit
     def derivatives(a, b):
         out = []
-        for eigh, svd in [(rules.eigh, rules.svd),
+        for eigh, svd in [(rules.eigh, thin_svd),
                           (jnp.linalg.eigh, functools.partial(jnp.linalg.svd, full_matrices=False))]:
             le, ls = functools.partial(eigh_loss, eigh), functools.partial(svd_loss, svd)
             out.append((jax.hessian(le)(a), jax.grad(lambda a: jnp.sum(jax.grad(le)(a) ** 2))(a),
@@ -303,7 +306,7 @@ def test_vmap_equals_batch():
 def test_float32_results_and_types():
     a = herm(rand((5, 5), 64))
     for fn in [rules.eigh, rules.svd]:
-        out, ref = fn(a), (jnp.linalg.eigh(a) if fn is rules.eigh else jnp.linalg.svd(a, False))
+        out, ref = fn(a), (jnp.linalg.eigh(a) if fn is rules.eigh else jnp.linalg.svd(a))
         assert type(out) is type(ref) and out._fields == ref._fields
     grad = jax.jit(jax.grad(lambda a: jnp.sum(eigh_invariants(a)[2]) + jnp.sum(svd_invariants(a)[3])))
     g64, g32 = grad(a), grad(a.astype(jnp.float32))
@@ -323,7 +326,7 @@ def test_empty(shape):
         for x, y in zip(rules.svd(a, full), jnp.linalg.svd(a, full)):
             assert x.shape == y.shape
     assert rules.svd(a, compute_uv=False).shape == jnp.linalg.svd(a, compute_uv=False).shape
-    g = jax.grad(lambda a: jnp.sum(svd_invariants(a)[3]) + jnp.sum(rules.svd(a).S))(a)
+    g = jax.grad(lambda a: jnp.sum(svd_invariants(a)[3]) + jnp.sum(thin_svd(a).S))(a)
     assert g.shape == shape
     if shape[-1] == shape[-2]:
         for x, y in zip(rules.eigh(a), jnp.linalg.eigh(a)):
@@ -355,3 +358,36 @@ def test_sharded_batch():
         return jax.value_and_grad(loss, argnums=(0, 1))(a, b)
 
     assert_sharded_like_unsharded(values_and_grads, a, b, rtol=1e-10)
+
+
+def test_svd_hermitian_is_jaxs():
+    """``hermitian=True`` computes what JAX computes, from rules.eigh: values, and the gradient of
+    a sign-invariant loss (also at a matrix with eigenvalues ±1, a degenerate ``s``)."""
+    for a in [rand((3, 4, 4), 30) + rand((3, 4, 4), 30).mT,
+              jnp.diag(jnp.array([1.0, -1.0, 2.0]))]:
+        ours, theirs = rules.svd(a, hermitian=True), jnp.linalg.svd(a, hermitian=True)
+        for x, y in zip(ours, theirs):
+            np.testing.assert_allclose(jnp.abs(x), jnp.abs(y), atol=1e-12)
+        np.testing.assert_allclose(rules.svd(a, compute_uv=False, hermitian=True),
+                                   jnp.linalg.svd(a, compute_uv=False, hermitian=True), atol=1e-12)
+
+        def loss(svd):
+            return lambda a: jnp.sum(jnp.sin((lambda u, s, vh: (u * s[..., None, :]) @ vh)(
+                *svd(a, hermitian=True))))
+        np.testing.assert_allclose(jax.grad(loss(rules.svd))(a), jax.grad(loss(jnp.linalg.svd))(a),
+                                   atol=1e-10)
+    with pytest.raises(ValueError, match=r"svd: `a` must have shape \(\.\.\., n, n\) with "
+                                         r"`hermitian=True`"):
+        rules.svd(jnp.ones((3, 2)), hermitian=True)
+
+
+def test_svd_subset_by_index_as_jax_takes_it():
+    a = rand((5, 3), 31)
+    for x, y in zip(rules.svd(a, False, subset_by_index=(0, 3)), rules.svd(a, False)):
+        np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match="full_matrices and subset_by_index cannot both be set"):
+        rules.svd(a, subset_by_index=(1, 3))
+    with pytest.raises(NotImplementedError, match=r"svd: `subset_by_index=\(1, 3\)` selects part"):
+        rules.svd(a, False, subset_by_index=(1, 3))
+    with pytest.raises(ValueError, match="svd: `subset_by_index` must be None or a pair of ints"):
+        rules.svd(a, False, subset_by_index=(1.0, 3.0))
