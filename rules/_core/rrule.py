@@ -119,18 +119,33 @@ class _UserRule:
         except TypeError as e:
             if "can't apply forward-mode autodiff (jvp) to a custom_vjp function" not in str(e):
                 raise
-            raise TypeError(
-                f"{self.name} is a rules.rrule with a pullback only, so it has no forward mode "
-                f"(jax.jvp, jax.jacfwd, jax.linearize). Give it a pushforward:\n\n"
+            raise TypeError(self.no_pushforward("has")) from None
+
+    def no_pushforward(self, what: str) -> str:
+        """The message for forward mode of a rule without a pushforward: how to register one."""
+        return (f"{self.name} is a rules.rrule with a pullback only, so it {what} no forward mode "
+                f"(jax.jvp, jax.jacfwd, jax.linearize, rules.frule). Give it a pushforward:\n\n"
                 f"    @rules.register_frule({self.name})\n"
                 f"    def {self.name}_pushforward(primals, tangents):\n"
                 f"        ...\n"
-                f"        return out, out_tangent\n") from None
+                f"        return out, out_tangent\n")
+
+    def call(self, args: Sequence) -> tuple[Any, Callable]:
+        """``fun(*args)``, checked at trace time to be ``(output, pullback)``."""
+        result = self.fun(*args)
+        if not (isinstance(result, tuple) and len(result) == 2 and callable(result[1])):
+            got = (f"a tuple of {len(result)}" if isinstance(result, tuple) else
+                   type(result).__name__)
+            if isinstance(result, tuple) and len(result) == 2:
+                got = f"a pair whose second element is a {type(result[1]).__name__}"
+            raise TypeError(f"rrule: {self.name} must return `(output, pullback)`, the output and "
+                            f"the function that maps its cotangent to the arguments'; got {got}.")
+        return result
 
     # The traced pullback, shared by both paths.
 
     def traced_pullback(self, args: tuple) -> tuple[Any, _TracedPullback]:
-        out, pullback = self.fun(*args)
+        out, pullback = self.call(args)
         diff_args = self.split(args)
         names = [f"argument {i}" for i in range(len(args)) if i not in self.nondiff]
 
@@ -155,7 +170,7 @@ class _UserRule:
     # The Rule path (with a pushforward). Static arguments travel as the keyword `static`.
 
     def _primal(self, *diff, static):
-        return self.fun(*_interleave(self.nondiff, diff, static))[0]
+        return self.call(_interleave(self.nondiff, diff, static))[0]
 
     def _forward(self, *diff, static):
         out, traced = self.traced_pullback(tuple(_interleave(self.nondiff, diff, static)))
@@ -177,7 +192,7 @@ class _UserRule:
     # The custom_vjp path (pullback only).
 
     def _primal_positional(self, *args):
-        return self.fun(*args)[0]
+        return self.call(args)[0]
 
     def _vjp_forward(self, *args):
         return self.traced_pullback(args)
@@ -234,6 +249,10 @@ def rrule(fun: Callable | None = None, *, nondiff_argnums: Sequence[int] = ()) -
 
     Returns:
       A function with ``fun``'s signature that returns ``out``.
+
+    Raises:
+      TypeError: when the function is called (at trace time), if ``fun`` does not return a pair
+        ``(out, pullback)`` with a callable ``pullback``.
     """
     if fun is None:
         return functools.partial(rrule, nondiff_argnums=nondiff_argnums)
@@ -302,7 +321,8 @@ def frule(rule: Callable, primals: Sequence[Any], tangents: Sequence[Any],
       ``(out, out_tangent)``, both with the structure of ``rule(*primals)``.
 
     Raises:
-      KeyError: ``rule`` is an :func:`rrule` without a registered pushforward.
+      TypeError: ``rule`` is an :func:`rrule` without a registered pushforward (the message shows
+        how to register one).
       ValueError: the numbers of primals and tangents differ.
 
     Examples:
@@ -315,8 +335,7 @@ def frule(rule: Callable, primals: Sequence[Any], tangents: Sequence[Any],
     """
     user_rule = user_rule_of(rule)
     if user_rule is not None and user_rule.pushforward is None:
-        raise KeyError(f"frule: no pushforward is registered for {user_rule.name}; define one with "
-                       f"@rules.register_frule({user_rule.name}).")
+        raise TypeError(f"frule: {user_rule.no_pushforward('has')}")
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"frule: got {len(primals)} primals but {len(tangents)} tangents.")

@@ -156,7 +156,8 @@ def test_frule_registry():
     def scale(x, y):
         return x * y, lambda z_bar: (z_bar * y, z_bar * x)
 
-    with pytest.raises(KeyError, match="no pushforward is registered for scale"):
+    with pytest.raises(TypeError, match=r"(?s)frule: scale is a rules.rrule with a pullback only, "
+                                        r"so it has no forward mode .*@rules.register_frule\(scale\)"):
         rules.frule(scale, (1.0, 2.0), (1.0, 0.0))
 
     @rules.register_frule(scale)
@@ -216,3 +217,28 @@ def test_keyword_arguments():
     np.testing.assert_allclose(jax.grad(lambda a: scaled(k=4, x=jnp.array(2.0), alpha=a))(1.0), 8.0)
     with pytest.raises(TypeError, match="scaled: got an unexpected keyword argument 'beta'"):
         scaled(2, jnp.array(3.0), beta=1.0)
+
+
+def test_a_rule_that_returns_no_pullback_is_an_error():
+    """A function that forgets its pullback (or returns something else) is an error at trace time,
+    eagerly, under jit and under grad, naming the function: never its output's first entry."""
+    @rules.rrule
+    def no_pullback(x):
+        return 2 * x
+
+    @rules.rrule
+    def not_callable(x):
+        return 2 * x, 2.0
+
+    @rules.rrule
+    def three(x):
+        return 2 * x, lambda y_bar: (2 * y_bar,), None
+
+    x = jnp.ones(3)
+    for f, got in [(no_pullback, "ArrayImpl|JitTracer|DynamicJaxprTracer"),
+                   (not_callable, "a pair whose second element is a float"),
+                   (three, "a tuple of 3")]:
+        for call in (f, jax.jit(f), jax.grad(lambda x, f=f: f(x).sum())):
+            with pytest.raises(TypeError, match=rf"rrule: {f.__name__} must return `\(output, "
+                                                rf"pullback\)`.*; got ({got})"):
+                call(x)
