@@ -17,7 +17,26 @@ os.environ["XLA_FLAGS"] = " ".join(
      "--xla_cpu_use_fusion_emitters=false"]).strip()
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")  # catches accidental broadcasting
 jax.config.update("jax_num_cpu_devices", 2)  # sharding is testable on CPU
+
+
+@pytest.fixture
+def cutoffs(monkeypatch):
+    """``cutoffs(NAME=value, ...)`` sets size cut-offs of ``rules.internal.routes`` for one test.
+
+    The public rules are jitted and cache what they traced: JAX's caches are cleared when the
+    cut-offs are set and when the test ends, so no program traced under other cut-offs is reused.
+    """
+    from rules.internal import routes
+
+    def set_cutoffs(**values):
+        for name, value in values.items():
+            monkeypatch.setattr(routes, name, value)
+        jax.clear_caches()
+
+    yield set_cutoffs
+    jax.clear_caches()

@@ -269,8 +269,10 @@ def check_rrule(f: Callable, *args: Any, fkwargs: dict | None = None, rtol: floa
 
         # Dot-product identity over every entry at once: <x̄, ẋ> = d/dt φ(x + t ẋ).
         tangents = [_random_like(rng, x) for x in problem.diff_leaves]
-        along = _central_difference(lambda t: float(phi(*[x + t * v for x, v in zip(
-            problem.diff_leaves, tangents)])), jnp.zeros((), jnp.float64), jnp.ones((), jnp.float64), eps)
+        along = _central_difference(
+            lambda t: float(phi(*[x + t.astype(x.dtype) * v
+                                  for x, v in zip(problem.diff_leaves, tangents)])),
+            jnp.zeros((), jnp.float64), jnp.ones((), jnp.float64), eps)
         _compare("dot-product identity <x̄, ẋ> of the pullback", "all arguments", (),
                  np.array([_pair(cotangents, tangents)]), np.array([along]), np.array([0]), rtol, atol)
 
@@ -333,7 +335,7 @@ def _check_pushforward(problem: _Problem, rng: np.random.Generator, rtol: float,
         raise AssertionError(f"jvp({name}): tangent structure {dot_tree} "
                              f"differs from the output's {out_tree}.")
     along = jax.jit(lambda t: jax.tree_util.tree_leaves(problem.of_diff(
-        *[x + t * v for x, v in zip(problem.diff_leaves, diff_tangents)])))
+        *[x + t.astype(x.dtype) * v for x, v in zip(problem.diff_leaves, diff_tangents)])))
     fd_all = _central_difference(lambda t: [np.asarray(y) for y in along(t)],
                                  jnp.zeros((), jnp.float64), jnp.ones((), jnp.float64), eps)
     for j, (y, ydot, fd) in enumerate(zip(out_leaves, dot_leaves, fd_all)):
@@ -382,7 +384,8 @@ def check_frule(f: Callable, *args: Any, fkwargs: dict | None = None, rtol: floa
     ``<ȳ, J ẋ> = <Jᵀȳ, ẋ>``, and under ``jit`` and ``vmap``. Tolerances as in :func:`check_rrule`.
 
     Raises:
-      KeyError: ``f`` is an ``rrule`` without a registered pushforward.
+      TypeError: ``f`` is an ``rrule`` without a registered pushforward (the message shows how to
+        register one).
       AssertionError: naming the output, the worst entry and the errors.
 
     Examples:
@@ -391,7 +394,7 @@ def check_frule(f: Callable, *args: Any, fkwargs: dict | None = None, rtol: floa
     """
     user_rule = user_rule_of(f)
     if user_rule is not None and user_rule.pushforward is None:
-        raise KeyError(f"check_frule: no pushforward is registered for {user_rule.name}.")
+        raise TypeError(f"check_frule: {user_rule.no_pushforward('has')}")
     rng = np.random.default_rng(seed)
     with jax.enable_x64(True):
         problem = _Problem(f, args, dict(fkwargs or {}))

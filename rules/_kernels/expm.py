@@ -218,8 +218,8 @@ def phi(x: jax.Array) -> jax.Array:
     """
     degree = _PHI_DEGREE[jnp.dtype(x.dtype)]
     norm = jnp.max(jnp.sum(jnp.abs(x), axis=-2))
-    squarings = jnp.clip(jnp.ceil(jnp.log2(norm / _PHI_THETA)), 0, MAX_SQUARINGS)
-    z = x * jnp.exp2(-squarings).astype(x.dtype)
+    squarings = jnp.clip(jnp.ceil(jnp.log2(norm / _PHI_THETA)), 0, MAX_SQUARINGS).astype(jnp.int32)
+    z = x * jnp.exp2(-squarings.astype(x.dtype))
     f = _phi_taylor(z, degree)
 
     def double(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
@@ -230,7 +230,7 @@ def phi(x: jax.Array) -> jax.Array:
              ) -> tuple[tuple[jax.Array, jax.Array], None]:
         return lax.cond(i < squarings, double, lambda c: c, carry), None
 
-    (f, _), _ = lax.scan(body, (f, z), jnp.arange(MAX_SQUARINGS))
+    (f, _), _ = lax.scan(body, (f, z), jnp.arange(MAX_SQUARINGS, dtype=jnp.int32))
     return f
 
 

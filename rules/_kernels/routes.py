@@ -37,6 +37,7 @@ T = TypeVar("T")
 # Every platform, by size alone (fewer or as many operations, no solver or dot call per matrix):
 CLOSED_FORM_MAX_N = 4  # adjugate, cofactors, unrolled Cholesky; beyond, more flops than LU
 JACOBI_MAX_N = 3  # fixed-sweep Jacobi eigh and SVD: sweep count and accuracy validated up to 3
+JACOBI_MIN_BATCH = 32  # fewer matrices: a solver call each costs less than the sweeps' fixed steps
 UNROLL_MAX = 4  # products of dimensions ≤ this as outer-product sums: a dot's flops, one loop
 #
 # CPU only (cpu_route):

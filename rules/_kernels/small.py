@@ -8,6 +8,8 @@ sizes they serve are in :mod:`.routes` (``CLOSED_FORM_MAX_N``, ``JACOBI_MAX_N``)
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -33,10 +35,13 @@ def closed_form_applies(a: jax.Array) -> bool:
 
 
 def jacobi_applies(a: jax.Array) -> bool:
-    """Whether the Jacobi methods below serve ``a``: real (float32, float64), square,
+    """Whether the Jacobi methods below serve ``a``: a batch of at least
+    ``routes.JACOBI_MIN_BATCH`` real (float32, float64) square matrices with
     ``n ≤ routes.JACOBI_MAX_N``."""
     n = a.shape[-1]
-    return a.shape[-2] == n <= routes.JACOBI_MAX_N and a.dtype in (jnp.float32, jnp.float64)
+    batch = math.prod(a.shape[:-2])
+    return (a.shape[-2] == n <= routes.JACOBI_MAX_N and batch >= routes.JACOBI_MIN_BATCH
+            and a.dtype in (jnp.float32, jnp.float64))
 
 
 # Cyclic Jacobi converges quadratically: on 3 × 3 matrices, 4 sweeps reach rounding level in

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from .._core.arrays import HIGHEST, eye_like
 from .._core.checks import REAL_DTYPES, check_array, check_matrix
+from .._core.dispatch import jitted
 from .._core.rule import Rule
 from .._core.sharding import match_varying
 from .._kernels.products import batched_product, mm
@@ -25,6 +26,7 @@ __all__ = ["volume_preserving_attention"]
 _WEIGHTINGS = ("skew", "arbitrary")
 
 
+@jitted("weighting")
 def volume_preserving_attention(x: jax.Array, a: jax.Array | AbstractPacked, *,
                                 weighting: Literal["skew", "arbitrary"] = "skew") -> jax.Array:
     r"""Volume-preserving attention of Brantner et al., one fused rule for the whole layer.

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 
 from .._core.checks import REAL_DTYPES, check_array
+from .._core.dispatch import jitted
 from .._core.sharding import match_varying
 from .._tensor.products import product
 from .._tensor.structured import StrictlyLower, StrictlyUpper
@@ -59,6 +60,14 @@ def volume_preserving_feedforward(x: jax.Array, weight: StrictlyLower | Strictly
       >>> rules.volume_preserving_feedforward(jnp.ones(3, jnp.float32), w, activation=lambda z: z)
       Array([1., 2., 3.], dtype=float32)
     """
+    if not isinstance(weight, (StrictlyLower, StrictlyUpper)):
+        raise TypeError(f"volume_preserving_feedforward: `weight` must be a rules.StrictlyLower or "
+                        f"rules.StrictlyUpper; got {type(weight).__name__}.")
+    return _feedforward(x, weight, bias, activation=activation)
+
+
+@jitted("activation")
+def _feedforward(x, weight, bias, *, activation):
     x, weight, bias = _check_feedforward(x, weight, bias)
     x2, w = match_varying(jnp.atleast_2d(x), weight.dense())  # shard_map: rules/_core/sharding.py
     z = product(x2, w, tx=False, ty=True).reshape(x.shape)  # x Wᵀ
@@ -67,9 +76,6 @@ def volume_preserving_feedforward(x: jax.Array, weight: StrictlyLower | Strictly
 
 def _check_feedforward(x, weight, bias):
     fname = "volume_preserving_feedforward"
-    if not isinstance(weight, (StrictlyLower, StrictlyUpper)):
-        raise TypeError(f"{fname}: `weight` must be a rules.StrictlyLower or rules.StrictlyUpper; "
-                        f"got {type(weight).__name__}.")
     check_array(fname, "x", x, dtypes=REAL_DTYPES)
     check_array(fname, "weight.packed", weight.packed, dtypes=REAL_DTYPES)
     if x.ndim < 1 or x.shape[-1] != weight.n or weight.packed.ndim != 1:

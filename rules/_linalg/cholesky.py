@@ -13,6 +13,7 @@ from jax.typing import ArrayLike
 
 from .._core.arrays import conj, hermitian_part, mH
 from .._core.checks import as_inexact_matrix, promote_operands, solve_broadcast
+from .._core.dispatch import jitted
 from .._core.rule import Rule
 from .._kernels import cholesky as kernel
 from .._kernels.products import lower_of_transpose_product, lower_product, mm
@@ -25,6 +26,7 @@ __all__ = ["cho_solve", "cholesky"]
 # Cholesky factorisation
 
 
+@jitted("upper", "symmetrize_input")
 def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True) -> jax.Array:
     r"""Cholesky factor ``A = L Lᴴ`` of Hermitian positive definite matrices, as ``jnp.linalg.cholesky``.
 
@@ -186,6 +188,11 @@ def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike, overwrite_b: bo
     c, lower = c_and_lower
     if not isinstance(lower, bool):
         raise TypeError(f"cho_solve: `lower` must be a bool; got {type(lower).__name__}.")
+    return _cho_solve_with(c, b, lower=lower)
+
+
+@jitted("lower")
+def _cho_solve_with(c, b, *, lower):
     c, b = promote_operands("cho_solve", "c", c, b)
     return solve_broadcast("cho_solve", "c", c if lower else mH(c), b, _cho_solve)
 

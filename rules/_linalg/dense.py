@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .._core.checks import as_inexact_matrix, is_half, promote_operands, solve_broadcast
+from .._core.dispatch import jitted
 from .._core.rule import Rule
 from .._kernels import jax_ops, lu, routes
 from .._kernels.products import laid_out, mm
@@ -32,6 +33,7 @@ else:
 # Matrix inverse
 
 
+@jitted()
 def inv(a: ArrayLike) -> jax.Array:
     r"""Inverse of a (batch of) square matrices, with an explicit pushforward and pullback.
 
@@ -105,6 +107,7 @@ _inv = Rule("inv", _inv_forward, _inv_pushforward, _inv_pullback)
 # Linear solve
 
 
+@jitted()
 def solve(a: ArrayLike, b: ArrayLike) -> jax.Array:
     r"""Solution ``X = A⁻¹ B`` of ``A X = B``, with an explicit pushforward and pullback.
 
@@ -190,6 +193,7 @@ _solve = Rule("solve", _solve_forward, _solve_pushforward, _solve_pullback)
 # Determinant
 
 
+@jitted()
 def det(a: ArrayLike) -> jax.Array:
     r"""Determinant of a (batch of) square matrices, with an explicit pushforward and pullback.
 
@@ -268,13 +272,20 @@ def _tiny(a):
     return a.shape[-1] <= routes.CLOSED_FORM_MAX_N
 
 
-_det = Rule("det", _det_forward, _det_pushforward, _det_pullback)
+def _det_primal(a):
+    """The value alone: for larger ``n`` JAX's determinant, one LU of ``A`` (the residual ``C``
+    needs that of ``Aᵀ`` with ``L⁻¹P``)."""
+    return _det_forward(a)[0] if _tiny(a) else jax_ops.det(a)
+
+
+_det = Rule("det", _det_forward, _det_pushforward, _det_pullback, primal=_det_primal)
 
 
 # ==============================================================================================
 # Sign and logarithm of the determinant
 
 
+@jitted("method")
 def slogdet(a: ArrayLike, *, method: str | None = None) -> SlogdetResult:
     r"""Sign and log-modulus of the determinant, with an explicit pushforward and pullback.
 
@@ -352,7 +363,7 @@ def _slogdet_pushforward(res, a_dot):
     t = jnp.sum(inv_t * a_dot, axis=(-2, -1))
     if not jnp.iscomplexobj(t):
         return SlogdetResult(jnp.zeros_like(sign), t)
-    return SlogdetResult(1j * t.imag * sign, t.real)
+    return SlogdetResult(1j * t.imag.astype(sign.dtype) * sign, t.real)
 
 
 def _slogdet_pullback(res, ct):
@@ -361,8 +372,15 @@ def _slogdet_pullback(res, ct):
     sign_bar, logabsdet_bar = ct
     z = logabsdet_bar.astype(inv_t.dtype)
     if jnp.iscomplexobj(inv_t):
-        z = z + 1j * (sign_bar * sign).imag
+        z = z + 1j * (sign_bar * sign).imag.astype(z.dtype)
     return (z[..., None, None] * inv_t,)
 
 
-_slogdet = Rule("slogdet", _slogdet_forward, _slogdet_pushforward, _slogdet_pullback)
+def _slogdet_primal(a):
+    """The value alone: beyond the closed forms JAX's, one LU of ``A`` (the residual ``A⁻ᵀ``
+    needs ``L⁻¹P`` and a triangular solve more)."""
+    return _slogdet_forward(a)[0] if closed_form_applies(a) else jax_ops.slogdet(a)
+
+
+_slogdet = Rule("slogdet", _slogdet_forward, _slogdet_pushforward, _slogdet_pullback,
+                primal=_slogdet_primal)

@@ -6,6 +6,7 @@ from jax.typing import ArrayLike
 
 from .._core.arrays import eye_like
 from .._core.checks import as_inexact_matrix, check_matrix, is_half
+from .._core.dispatch import jitted
 from .._core.rule import Rule
 from .._kernels import expm as kernel
 from .._kernels.expm import MAX_SQUARINGS
@@ -30,6 +31,7 @@ def cayley_matrix(c: jax.Array) -> jax.Array:
 # Cayley transform
 
 
+@jitted()
 def cayley(c: jax.Array) -> jax.Array:
     r"""Cayley transform ``Λ = (I - C)(I + C)⁻¹`` of a (batch of) square matrices.
 
@@ -98,6 +100,7 @@ _cayley = Rule("cayley", _cayley_forward, _cayley_pushforward, _cayley_pullback)
 # Matrix exponential
 
 
+@jitted("upper_triangular", "max_squarings")
 def expm(A: ArrayLike, *, upper_triangular: bool = False,  # noqa: N803 — JAX's argument name
          max_squarings: int = MAX_SQUARINGS) -> jax.Array:
     r"""Matrix exponential ``exp(A)`` with an explicit pushforward and pullback (Fréchet derivative).

@@ -16,6 +16,7 @@ from jax.typing import ArrayLike
 
 from .._core.arrays import conj, copyltu, eye_like, mH
 from .._core.checks import as_inexact_matrix
+from .._core.dispatch import jitted
 from .._core.rule import Rule
 from .._kernels import jax_ops, products, routes
 
@@ -58,6 +59,7 @@ _QR_MODES = ("reduced", "complete", "r", "raw", "full")
 def qr(a: ArrayLike, mode: Literal["r"]) -> jax.Array: ...
 @overload
 def qr(a: ArrayLike, mode: Literal["reduced", "complete", "raw", "full"] = "reduced") -> QRResult: ...
+@jitted("mode")
 def qr(a: ArrayLike, mode: str = "reduced") -> jax.Array | QRResult:
     r"""QR decomposition with explicit pushforwards and pullbacks for tall, square and wide matrices.
 
@@ -274,6 +276,7 @@ def _complete_q_bar(q, q_bar, n):
 # LQ decomposition
 
 
+@jitted()
 def lq(a: ArrayLike) -> LQResult:
     r"""LQ decomposition ``A = LQ`` with explicit pushforward and pullback, wide and tall matrices.
 

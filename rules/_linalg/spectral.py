@@ -27,6 +27,7 @@ from jax.typing import ArrayLike
 
 from .._core.arrays import conj, eye_like, hermitian_part, mH
 from .._core.checks import as_inexact_matrix
+from .._core.dispatch import jitted
 from .._core.rule import Rule
 from .._kernels import jax_ops
 from .._kernels import spectral as kernel
@@ -117,6 +118,7 @@ _FIRST, _SECOND = 0.0, float("nan")
 # Hermitian eigendecomposition
 
 
+@jitted("UPLO", "symmetrize_input", "degeneracy_tol")
 def eigh(a: ArrayLike, UPLO: Literal["L", "U"] | None = None, symmetrize_input: bool = True, *,
          degeneracy_tol: float | None = None) -> EighResult:
     r"""Eigendecomposition ``A = V diag(λ) Vᴴ`` of Hermitian matrices, finite at degenerate spectra.
@@ -170,9 +172,9 @@ def eigh(a: ArrayLike, UPLO: Literal["L", "U"] | None = None, symmetrize_input: 
       exactly) degenerate pair below the tolerance is then treated as degenerate. The eigenvector
       tangent has ``Vᴴ V̇`` zero on the diagonal and inside degenerate blocks (the gauge of
       ``jax.jvp``). Residuals: ``λ`` and ``V``; pullback and pushforward are three products each.
-      For real ``n ≤ 3`` the decomposition is Jacobi's (``rules/_kernels/small.py``, as accurate
-      as LAPACK's ``syevd``, one fused loop over a batch); eigenvector signs may then differ from
-      ``jnp.linalg.eigh``'s.
+      For batches of 32 or more real ``n ≤ 3`` matrices the decomposition is Jacobi's
+      (``rules/_kernels/small.py``, as accurate as LAPACK's ``syevd``, one fused loop over the
+      batch); eigenvector signs may then differ from ``jnp.linalg.eigh``'s.
 
     References:
       M. Giles (2008), §3.1; H.-J. Liao et al., "Differentiable programming tensor networks",
@@ -214,7 +216,7 @@ def _eigh_pullback(res, ct, *, lower, symmetrize_input, degeneracy_tol):
     del lower
     w, v = res
     w_bar, v_bar = ct
-    f = _inverse_differences(w, _tolerance(w, degeneracy_tol), _FIRST)
+    f = _inverse_differences(w, _tolerance(w, degeneracy_tol), _FIRST).astype(v.dtype)
     v_t = laid_out(v.mT)
     g = mm(v_t, v_bar)
     inner = _add_to_diagonal(0.5 * f * (g - mH(g)) if symmetrize_input else f * g,
@@ -231,7 +233,7 @@ def _eigh_tangent(res, a_dot, symmetrize_input, degeneracy_tol, fill):
     if symmetrize_input:
         a_dot = hermitian_part(a_dot)
     m = mm_h(v, mm(a_dot, v))
-    f = _inverse_differences(w, _tolerance(w, degeneracy_tol), fill)
+    f = _inverse_differences(w, _tolerance(w, degeneracy_tol), fill).astype(m.dtype)
     return EighResult(jnp.diagonal(m, axis1=-2, axis2=-1).real, mm(v, f * m))
 
 
@@ -278,6 +280,7 @@ def svd(a: ArrayLike, full_matrices: bool, compute_uv: Literal[False], hermitian
 def svd(a: ArrayLike, full_matrices: bool = True, *, compute_uv: Literal[False],
         hermitian: bool = False, subset_by_index: tuple[int, int] | None = None,
         degeneracy_tol: float | None = None) -> jax.Array: ...
+@jitted("full_matrices", "compute_uv", "hermitian", "subset_by_index", "degeneracy_tol")
 def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True,
         hermitian: bool = False, subset_by_index: tuple[int, int] | None = None, *,
         degeneracy_tol: float | None = None) -> SVDResult | jax.Array:
@@ -347,9 +350,10 @@ def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True,
       smallest motion that keeps ``U`` unitary, ``U̇₂ = -U₁ U̇₁ᴴ U₂`` (so ``U₂ᴴ U̇₂ = 0``), likewise
       for ``V``; losses that depend on ``U₂`` only through ``U₂ U₂ᴴ`` get exact gradients. (JAX
       does not differentiate ``full_matrices=True`` for non-square input.)
-      Residuals: ``U``, ``s``, ``Vh``. For real square ``n ≤ 3`` the decomposition is one-sided
-      Jacobi (``rules/_kernels/small.py``, as accurate as LAPACK's ``gesdd``, one fused loop over
-      a batch); singular-vector signs may then differ from ``jnp.linalg.svd``'s.
+      Residuals: ``U``, ``s``, ``Vh``. For batches of 32 or more real square ``n ≤ 3`` matrices
+      the decomposition is one-sided Jacobi (``rules/_kernels/small.py``, as accurate as LAPACK's
+      ``gesdd``, one fused loop over the batch); singular-vector signs may then differ from
+      ``jnp.linalg.svd``'s.
 
     References:
       J. Townsend, "Differentiating the singular value decomposition" (2016).
@@ -443,11 +447,13 @@ def _svd_tangent(res, a_dot, full_matrices, degeneracy_tol, fill):
     p = mm_h(u1, a_v)
     s_dot = jnp.diagonal(p, axis1=-2, axis2=-1).real
     f, s_inv = _svd_gaps(s, _tolerance(s, degeneracy_tol), fill)
+    f = f.astype(p.dtype)
     ps = p * s.astype(p.dtype)[..., None, :]
     sp = s.astype(p.dtype)[..., :, None] * p
     omega_u = f * (ps + mH(ps))
+    s_inv = s_inv.astype(p.dtype)
     if jnp.iscomplexobj(p):  # the relative phase of u_i and v_i, put on u_i (as JAX does)
-        phase = 1j * jnp.diagonal(p, axis1=-2, axis2=-1).imag * s_inv
+        phase = 1j * jnp.diagonal(p, axis1=-2, axis2=-1).imag.astype(p.dtype) * s_inv
         omega_u = omega_u + phase[..., None] * eye_like(p)
     u_dot = mm(u1, omega_u)
     v_dot = mm(v1, f * (sp + mH(sp)))
@@ -507,12 +513,12 @@ def svd_pullback(u, s, vh, u_bar, s_bar, v_bar, tol):
         v2, vb2 = mH(vh[..., k:, :]), v_bar[..., :, k:]
         vb1 = vb1 - mm(v2, mm(mH(vb2), v1))
     f, s_inv = _svd_gaps(s, tol, _FIRST)
-    sc = s.astype(u.dtype)
+    f, sc = f.astype(u.dtype), s.astype(u.dtype)
     gu, gv = mm_h(u1, ub1), mm(mH(v1), vb1)
     inner = (f * (gu - mH(gu))) * sc[..., None, :] + sc[..., :, None] * (f * (gv - mH(gv)))
     diag = s_bar.astype(u.dtype)
     if jnp.iscomplexobj(gu):
-        diag = diag + 1j * jnp.diagonal(gu, axis1=-2, axis2=-1).imag * s_inv
+        diag = diag + 1j * (jnp.diagonal(gu, axis1=-2, axis2=-1).imag * s_inv).astype(diag.dtype)
     inner = _add_to_diagonal(inner, diag)
     s_inv = s_inv.astype(u.dtype)
     if m > k:  # A̅ = (U (K - Γ_U S⁻¹) + Ū S⁻¹) Vᴴ

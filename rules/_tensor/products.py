@@ -32,6 +32,7 @@ import jax.numpy as jnp
 
 from .._core.arrays import HIGHEST
 from .._core.checks import check_matrix
+from .._core.dispatch import jitted
 from .._core.rule import Rule
 from .._core.sharding import match_varying
 from .._kernels.products import batched_product, product_cotangents
@@ -110,6 +111,7 @@ def _prepare(fname, x, y):
 # The public products
 
 
+@jitted()
 def tensor_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     r"""Slice-wise product of two tensors, ``C_b = A_b B_b``.
 
@@ -140,6 +142,7 @@ def tensor_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     return product(x, y, tx=tx, ty=False)
 
 
+@jitted()
 def tensor_transpose_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     r"""Slice-wise product with the first tensor transposed, ``C_b = A_bᵀ B_b``.
 
@@ -168,6 +171,7 @@ def tensor_transpose_tensor_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     return product(x, y, tx=tx, ty=False)
 
 
+@jitted()
 def mat_tensor_mul(w: jax.Array | AbstractPacked, a: jax.Array) -> jax.Array:
     r"""A shared matrix times every slice of a tensor, ``C_b = W A_b``.
 
@@ -203,6 +207,7 @@ def mat_tensor_mul(w: jax.Array | AbstractPacked, a: jax.Array) -> jax.Array:
     return product(x, y, tx=tx, ty=False)
 
 
+@jitted()
 def tensor_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax.Array:
     r"""Every slice of a tensor times a shared matrix, ``C_b = A_b W``.
 
@@ -236,6 +241,7 @@ def tensor_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax.Array:
     return product(x, y, tx=tx, ty=False)
 
 
+@jitted()
 def tensor_transpose_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax.Array:
     r"""Every transposed slice of a tensor times a shared matrix, ``C_b = A_bᵀ W``.
 
@@ -267,6 +273,7 @@ def tensor_transpose_mat_mul(a: jax.Array, w: jax.Array | AbstractPacked) -> jax
 # Slice-wise transpose
 
 
+@jitted()
 def tensor_transpose(a: jax.Array) -> jax.Array:
     r"""Transpose of every slice, ``C_b = A_bᵀ``.
 

@@ -93,7 +93,7 @@ def _cases() -> list[Case]:
         Case("inv small", rules.inv, jnp.linalg.inv, (_spread((2, 3, 3), 1),)),
         Case("inv LU", rules.inv, jnp.linalg.inv, (_spread((5, 5), 2),)),
         Case("inv complex", rules.inv, jnp.linalg.inv,
-             (rand((3, 3), 10, jnp.complex128) + 3 * _eye(3),), real=False),
+             (rand((3, 3), 10, jnp.complex128) + 3 * _eye(3, jnp.complex128),), real=False),
         Case("qr tall", _qr("reduced"), _jnp_qr("reduced"), (rand((2, 5, 3), 11),)),
         Case("qr wide", _qr("reduced"), _jnp_qr("reduced"), (rand((3, 5), 12),)),
         Case("qr complete", _qr("complete"), _jnp_qr("complete"), (rand((5, 3), 13),)),

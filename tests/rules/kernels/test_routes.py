@@ -25,12 +25,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 SCOPE = re.compile(r"cpu_route\.(\w+)")
 
 
-@pytest.fixture(autouse=True)
-def small_cutoffs(monkeypatch):
-    """Every CPU route taken at the sizes below (n ≥ 5)."""
-    monkeypatch.setattr(routes, "BLOCKED_TRIANGULAR_MIN_N", 4)
-    monkeypatch.setattr(routes, "BLOCKED_QR_GRAM_MIN_N", 4)
-    monkeypatch.setattr(routes, "THIN_MIN_SIZE", 1)
+DEFAULTS = {name: value for name, value in vars(routes).items()
+            if name.isupper() and isinstance(value, int)}
+SMALL = {"BLOCKED_TRIANGULAR_MIN_N": 4, "BLOCKED_QR_GRAM_MIN_N": 4, "THIN_MIN_SIZE": 1}
+"""The cut-offs under which every CPU route is taken at the sizes below (n ≥ 5)."""
 
 
 def _spread(shape, seed, dtype=jnp.float64):
@@ -118,17 +116,21 @@ def _routes_taken(run, args):
     return set(SCOPE.findall(jax.jit(run).lower(*args).as_text(debug_info=True)))
 
 
-def _case(name, monkeypatch):
-    """``(run, args)`` of a case, its own cut-offs set."""
-    f, args, *cutoffs = CASES[name]
-    for cutoff, value in (cutoffs[0] if cutoffs else {}).items():
-        monkeypatch.setattr(routes, cutoff, value)
+def _case(name, cutoffs):
+    """``(run, args)`` of a case, its cut-offs set."""
+    f, args, *own = CASES[name]
+    cutoffs(**{**DEFAULTS, **SMALL, **(own[0] if own else {})})
     return _derivatives(f, args), args
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_cpu_routes_match_the_default(name, monkeypatch):
-    run, args = _case(name, monkeypatch)
+# geometric's optimizers run optax, which promotes dtypes implicitly.
+NAMES = [pytest.param(name, marks=pytest.mark.standard_promotion)
+         if name.startswith("manifold_adam") else name for name in CASES]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cpu_routes_match_the_default(name, cutoffs):
+    run, args = _case(name, cutoffs)
     assert _routes_taken(run, args), "the case takes no CPU route"
     on_cpu = jax.jit(run)(*args)
     with routes.default_everywhere():
@@ -138,12 +140,12 @@ def test_cpu_routes_match_the_default(name, monkeypatch):
     assert rel_err(on_cpu, default) < 1e-10
 
 
-def test_every_cpu_route_has_a_case():
+@pytest.mark.standard_promotion  # the manifold_adam cases
+def test_every_cpu_route_has_a_case(cutoffs):
     defined = set()
     for path in [*(ROOT / "rules").rglob("*.py"), *(ROOT / "geometric").rglob("*.py")]:
         defined |= set(re.findall(r'cpu_route\(\s*"(\w+)"', path.read_text()))
     taken = set()
     for name in CASES:
-        with pytest.MonkeyPatch.context() as monkeypatch:
-            taken |= _routes_taken(*_case(name, monkeypatch))
+        taken |= _routes_taken(*_case(name, cutoffs))
     assert defined and defined <= taken, sorted(defined - taken)

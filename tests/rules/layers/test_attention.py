@@ -117,7 +117,8 @@ def test_attention_float32(weighting):
     y_bar = _rand((8, 4, 3), 6)
 
     def grad(f, x, a):
-        return jax.jit(jax.grad(lambda x, a: jnp.sum(f(x, a, weighting=weighting) * y_bar),
+        return jax.jit(jax.grad(lambda x, a: jnp.sum(f(x, a, weighting=weighting)
+                                                     * y_bar.astype(x.dtype)),
                                 argnums=(0, 1)))(x, a)
 
     got = grad(rules.volume_preserving_attention, x.astype(jnp.float32), a.astype(jnp.float32))

@@ -148,13 +148,13 @@ def test_solve_det_slogdet_match_jax(n):
     assert rel_err(ours, ref) < 1e-11
 
 
-def test_solve_lu_of_a_alone_route(monkeypatch):
+def test_solve_lu_of_a_alone_route(cutoffs):
     # From n = 128 the forward factorises A alone and keeps the row permutation for the
     # derivatives (π⁻¹ by a scatter); forced here on n = 5. The derivative formulas are the ones
     # the finite-difference test checks on the other route; this checks the factorisation path
     # against JAX's vjp and jvp in real and complex arithmetic (a batch of matrices), and a
     # second derivative.
-    monkeypatch.setattr(routes, "LU_WITH_RHS_MAX_N", 0)
+    cutoffs(LU_WITH_RHS_MAX_N=0)
     a, b = well_conditioned((2, 5, 5), 70), rand((2, 5, 3), 71)
     ac, bc = well_conditioned((2, 5, 5), 73, jnp.complex128), rand((2, 5, 3), 74, jnp.complex128)
 
@@ -181,11 +181,11 @@ def cofactors(a):
 
 
 @pytest.fixture(params=["wide LU", "LU of A"])
-def lu_route(request, monkeypatch):
+def lu_route(request, cutoffs):
     """Both routes of lu.lu_with_lower_inverse at small n: the LU of [A | I], and (with the
     threshold lowered) the LU of A followed by a solve with the permutation matrix."""
     if request.param == "LU of A":
-        monkeypatch.setattr(routes, "LU_WITH_IDENTITY_MAX_N", 5)
+        cutoffs(LU_WITH_IDENTITY_MAX_N=5)
     return request.param
 
 
@@ -244,6 +244,7 @@ def test_shapes_and_batching_as_jnp(a_shape, b_shape):
     assert rel_err(out[: len(ref)], ref) < 1e-10
 
 
+@pytest.mark.standard_promotion  # mixed dtypes, promoted as jnp.linalg promotes them
 def test_dtypes_as_jnp():
     a32 = well_conditioned((3, 3), 49).astype(jnp.float32)
     for b in [jnp.arange(3), jnp.arange(3.0), jnp.arange(3.0, dtype=jnp.float32)]:
@@ -353,3 +354,25 @@ def test_slogdet_method_as_jax_takes_it():
             np.testing.assert_allclose(x, y, rtol=1e-12)
     with pytest.raises(ValueError, match=r"slogdet: `method` must be None, 'lu' or 'qr'"):
         rules.slogdet(a, method="svd")
+
+
+def test_no_warning_for_numpy_operands_without_x64():
+    """With x64 off (JAX's default), a float32 matrix and a NumPy float64 or int64 right-hand
+    side give float32, as jnp.linalg does, and warn about nothing (warnings are errors here)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import cpu_subprocess_env
+
+    script = (
+        "import numpy as np, jax.numpy as jnp, rules\n"
+        "a = jnp.eye(3, dtype=jnp.float32) * 2\n"
+        "for b in (np.ones(3), np.ones((3, 2), np.int64)):\n"
+        "    assert rules.solve(a, b).dtype == jnp.linalg.solve(a, b).dtype == jnp.float32\n"
+        "    assert rules.cho_solve((rules.cholesky(a), True), b).dtype == jnp.float32\n"
+        "assert rules.inv(np.eye(3)).dtype == jnp.linalg.inv(np.eye(3)).dtype\n")
+    env = cpu_subprocess_env(1)
+    env.pop("JAX_ENABLE_X64", None)
+    result = subprocess.run([sys.executable, "-W", "error", "-c", script], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

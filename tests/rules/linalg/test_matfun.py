@@ -40,7 +40,7 @@ def test_expm_matches_jax(shape, dtype):
     # form, U and L⁻¹P); complex input is checked against finite differences above. Slices of
     # very different norms: each keeps its own number of squarings.
     scales = jnp.array([0.01, 1.0, 30.0][: shape[0]])[:, None, None]
-    a = (rand(shape, 2, dtype) * scales).astype(dtype)
+    a = rand(shape, 2, dtype) * scales.astype(dtype)
     # Both are backward stable; with 30·‖A‖ the squarings amplify rounding by ~κ(exp).
     _assert_expm_matches_jax(a, 1e-4 if dtype == jnp.float32 else 1e-10, seed=3)
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import rules
-from rules.internal import routes
 from rules.testing import check_rrule
 from tests.helpers import rand, rel_err
 
@@ -26,7 +25,7 @@ def as_tuple(out):
 def gauge_fixed(q, r):
     """Outputs in the unique gauge diag(R) > 0 (real positive for complex): a sign-invariant view."""
     d = jnp.diagonal(r[..., : min(r.shape[-2:]), : min(r.shape[-2:])], axis1=-2, axis2=-1)
-    s = jax.lax.stop_gradient(jnp.where(d == 0, 1, d / jnp.abs(d)))
+    s = jax.lax.stop_gradient(jnp.where(d == 0, 1, d / jnp.abs(d).astype(d.dtype)))
     k = s.shape[-1]
     q_fixed = q.at[..., :, :k].multiply(s[..., None, :])
     return q_fixed, r.at[..., :k, :].multiply(jnp.conj(s)[..., :, None])
@@ -37,7 +36,7 @@ def invariant_loss(qr_fn, mode, a, w1, w2):
     out = qr_fn(a, mode=mode)
     if mode == "r":
         d = jnp.diagonal(out, axis1=-2, axis2=-1)
-        s = jax.lax.stop_gradient(jnp.where(d == 0, 1, d / jnp.abs(d)))
+        s = jax.lax.stop_gradient(jnp.where(d == 0, 1, d / jnp.abs(d).astype(d.dtype)))
         return jnp.sum(jnp.real(w2 * jnp.sin(out * jnp.conj(s)[..., :, None])))
     q, r = gauge_fixed(*out)
     if mode == "complete" and q.shape[-2] > r.shape[-1]:
@@ -89,22 +88,18 @@ def test_qr_matches_jax_vjp_on_invariant_loss(shape, mode, dtype):
 @pytest.mark.parametrize("shape,dtype", [((5, 5), jnp.float64), ((7, 5), jnp.complex128),
                                          ((2, 6, 6), jnp.float64), ((3, 7), jnp.complex128)])
 @pytest.mark.parametrize("mode", ["reduced", "r"])
-def test_qr_blocked_pullback_and_dots(monkeypatch, shape, mode, dtype):
+def test_qr_blocked_pullback_and_dots(cutoffs, shape, mode, dtype):
     """The paths that only large matrices take, forced on small ones: R R̄ᴴ formed in blocks
     (odd and even n) and the products as dots with materialized transposes (the eager run is
     compared on the default path, above)."""
-    monkeypatch.setattr(routes, "BLOCKED_QR_GRAM_MIN_N", 2)
-    monkeypatch.setattr(routes, "QR_UNROLL_MAX", 1)
-    monkeypatch.setattr(routes, "UNROLL_MAX", 1)
+    cutoffs(BLOCKED_QR_GRAM_MIN_N=2, QR_UNROLL_MAX=1, UNROLL_MAX=1)
     check_rrule(rules.qr, rand(shape, 14, dtype), fkwargs={"mode": mode}, check_jit=False)
 
 
 @pytest.mark.parametrize("shape,dtype", [((5, 5), jnp.float64), ((5, 7), jnp.complex128),
                                          ((6, 3), jnp.float64)])
-def test_lq_blocked_pullback_and_dots(monkeypatch, shape, dtype):
-    monkeypatch.setattr(routes, "BLOCKED_QR_GRAM_MIN_N", 2)
-    monkeypatch.setattr(routes, "QR_UNROLL_MAX", 1)
-    monkeypatch.setattr(routes, "UNROLL_MAX", 1)
+def test_lq_blocked_pullback_and_dots(cutoffs, shape, dtype):
+    cutoffs(BLOCKED_QR_GRAM_MIN_N=2, QR_UNROLL_MAX=1, UNROLL_MAX=1)
     check_rrule(rules.lq, rand(shape, 15, dtype), check_jit=False)
 
 
@@ -181,7 +176,7 @@ def test_lq_is_transposed_qr(shape, dtype):
     def loss(fn, a):
         l, q = fn(a)
         d = jnp.diagonal(l[..., : l.shape[-1], :], axis1=-2, axis2=-1)
-        s = jax.lax.stop_gradient(d / jnp.abs(d))
+        s = jax.lax.stop_gradient(d / jnp.abs(d).astype(d.dtype))
         return jnp.sum(jnp.real(jnp.sin(l * jnp.conj(s)[..., None, :]))) + jnp.sum(
             jnp.real(jnp.cos(q * s[..., :, None])))
 

@@ -26,7 +26,7 @@ def herm(x):
 def unitary(n, seed, dtype=jnp.float64):
     q, r = jnp.linalg.qr(rand((n, n), seed, dtype))
     d = jnp.diagonal(r)
-    return q * (d / jnp.abs(d))[None, :]
+    return q * (d / jnp.abs(d).astype(d.dtype))[None, :]
 
 
 def ct(x):
@@ -391,3 +391,23 @@ def test_svd_subset_by_index_as_jax_takes_it():
         rules.svd(a, False, subset_by_index=(1, 3))
     with pytest.raises(ValueError, match="svd: `subset_by_index` must be None or a pair of ints"):
         rules.svd(a, False, subset_by_index=(1.0, 3.0))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_jacobi_route_matches_jax(n):
+    """A batch of tiny real matrices takes Jacobi's method (rules/_kernels/small.py): the
+    invariants of its decompositions, and their derivatives, are JAX's."""
+    a, da = rand((40, n, n), 80 + n), rand((40, n, n), 90 + n)
+
+    def eigh_part(eigh):
+        return lambda a: (lambda w, v: (w, (v * jnp.sin(w)[..., None, :]) @ v.mT))(*eigh(a))
+
+    def svd_part(svd):
+        return lambda a: (lambda u, s, vh: (s, (u * jnp.sin(s)[..., None, :]) @ vh))(*svd(a))
+
+    for ours, theirs, x in [(eigh_part(rules.eigh), eigh_part(jnp.linalg.eigh), a + a.mT),
+                            (svd_part(rules.svd), svd_part(jnp.linalg.svd), a)]:
+        (value, tangent), (want, want_tangent) = (jax.jvp(f, (x,), (da,)) for f in (ours, theirs))
+        assert rel_err(value, want) < 1e-11 and rel_err(tangent, want_tangent) < 1e-9
+        loss = lambda f: lambda x: sum(jnp.sum(jnp.sin(y)) for y in f(x))  # noqa: E731
+        assert rel_err(jax.grad(loss(ours))(x), jax.grad(loss(theirs))(x)) < 1e-9
