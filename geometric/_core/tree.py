@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple, TypeAlias
 
 import jax
@@ -181,17 +181,19 @@ class Resolved(NamedTuple):
 def resolve(fname: str, spec: ManifoldsTree, params: Any) -> Resolved:
     """Match ``spec`` against ``params`` (see the module docstring).
 
-    Raises ``ValueError`` naming a leaf of ``params`` that no spec leaf covers, ``TypeError`` for
-    spec leaves that are neither manifolds nor EUCLIDEAN nor None.
+    Raises ``ValueError`` naming a leaf of ``params`` that no spec leaf covers, or a manifold of
+    the spec where ``params`` has no array; ``TypeError`` for spec leaves that are neither
+    manifolds nor EUCLIDEAN nor None.
     """
     if _is_spec_function(fname, spec):
         spec = spec(params)
     table = _spec_leaves(fname, spec)
-    manifolds, paths = [], []
+    manifolds, paths, used = [], [], set()
     for path, _ in _leaves_with_paths(params):
         for k in range(len(path), -1, -1):
             if path[:k] in table:
                 leaf = table[path[:k]]
+                used.add(path[:k])
                 break
         else:
             deeper = sorted(path_string(p) for p in table if p[:len(path)] == path)
@@ -203,14 +205,21 @@ def resolve(fname: str, spec: ManifoldsTree, params: Any) -> Resolved:
                              f"{hint}.")
         manifolds.append(leaf if isinstance(leaf, AbstractManifold) else None)
         paths.append(path_string(path))
+    lost = [(path_string(p), m) for p, m in table.items()
+            if p not in used and isinstance(m, AbstractManifold)]
+    if lost:
+        have = ", ".join(f"'{p}'" for p in paths[:6]) + (", ..." if len(paths) > 6 else "")
+        raise ValueError(f"{fname}: `manifolds` puts {lost[0][1]!r} at '{lost[0][0]}', where "
+                         f"`params` has no array, so that constraint would apply to nothing; "
+                         f"the leaves of `params` are {have or 'none'}.")
     return Resolved(fname, jax.tree.structure(params), manifolds, paths)
 
 
 Rule: TypeAlias = "SpecLeaf | Callable[[str, Any], SpecLeaf]"
 
 
-def by_path(rules: Mapping[str, Rule] | Callable[[str, Any], SpecLeaf], default: SpecLeaf = EUCLIDEAN
-            ) -> Callable[[Any], Any]:
+def by_path(rules: Mapping[str, Rule] | Callable[[str, Any], SpecLeaf], default: SpecLeaf = EUCLIDEAN,
+            *, optional: Collection[str] = ()) -> Callable[[Any], Any]:
     r"""A spec that picks each leaf's manifold from its key path and value.
 
     The path of a leaf is its key path joined by ``/``: dict keys, attribute names and sequence
@@ -224,9 +233,17 @@ def by_path(rules: Mapping[str, Rule] | Callable[[str, Any], SpecLeaf], default:
         every path ending in ``kernel``, ``'^encoder/'`` the encoder's leaves. Or one function
         ``(path, leaf) -> manifold | EUCLIDEAN | None`` for every leaf.
       default: the choice for paths no pattern matches.
+      optional: patterns of ``rules`` that may decide no leaf (a model that may lack the layer).
 
     Returns:
       A spec function ``params -> pytree of manifolds``, accepted wherever ``manifolds`` is.
+      When it is called, a pattern (not in ``optional``) that decides no leaf of ``params`` — no
+      path matches it, or an earlier pattern takes every path it matches — is an error naming
+      the pattern: a constraint would otherwise switch off without a word.
+
+    Raises:
+      ValueError: a pattern of ``rules`` is not a regular expression, or ``optional`` names a
+        pattern that ``rules`` does not have; when the spec is used, a pattern decides no leaf.
 
     Examples:
       >>> import jax.numpy as jnp, geometric
@@ -236,19 +253,40 @@ def by_path(rules: Mapping[str, Rule] | Callable[[str, Any], SpecLeaf], default:
       >>> spec(params)
       {'layers': [{'bias': EUCLIDEAN, 'kernel': Stiefel(n=8, p=4, ...)}]}
     """
+    patterns: list[tuple[str, re.Pattern[str], Rule]] = []
     if callable(rules) and not isinstance(rules, Mapping):
-        choose = rules
+        def choose(path: str, leaf: Any, decided: set[str]) -> SpecLeaf:
+            return rules(path, leaf)
     else:
-        compiled = [(re.compile(pattern), rule) for pattern, rule in rules.items()]
+        for pattern, rule in rules.items():
+            try:
+                patterns.append((pattern, re.compile(pattern), rule))
+            except re.error as e:
+                raise ValueError(f"by_path: the pattern '{pattern}' is not a regular expression: "
+                                 f"{e}.") from None
+        unknown = [p for p in optional if p not in rules]
+        if unknown:
+            raise ValueError(f"by_path: `optional` names {unknown!r}, which are not patterns of "
+                             f"`rules` ({list(rules)!r}).")
 
-        def choose(path: str, leaf: Any) -> SpecLeaf:
-            for pattern, rule in compiled:
+        def choose(path: str, leaf: Any, decided: set[str]) -> SpecLeaf:
+            for name, pattern, rule in patterns:
                 if pattern.search(path):
+                    decided.add(name)
                     return rule(path, leaf) if callable(rule) else rule
             return default
 
     def spec(params: Any) -> Any:
-        leaves = [choose(path_string(path), x) for path, x in _leaves_with_paths(params)]
+        decided: set[str] = set()
+        leaves = [choose(path_string(path), x, decided) for path, x in _leaves_with_paths(params)]
+        idle = [name for name, _, _ in patterns if name not in decided and name not in optional]
+        if idle:
+            paths = [path_string(path) for path, _ in _leaves_with_paths(params)]
+            have = ", ".join(f"'{p}'" for p in paths[:6]) + (", ..." if len(paths) > 6 else "")
+            raise ValueError(f"by_path: the pattern '{idle[0]}' decides no leaf of `params` (no "
+                             "path matches it, or an earlier pattern takes every path it "
+                             f"matches), so its constraint would apply to nothing; the paths are "
+                             f"{have or 'none'}. List it in `optional=` if that is intended.")
         for path, leaf in zip(_leaves_with_paths(params), leaves):
             if not is_spec_leaf(leaf):
                 raise TypeError(f"by_path: the rule for '{path_string(path[0])}' gave "

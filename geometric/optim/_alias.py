@@ -13,7 +13,8 @@ __all__ = ["global_tangent_adam", "manifold_adam", "riemannian", "riemannian_ada
 
 
 def riemannian(inner: optax.GradientTransformation, manifolds: ManifoldsTree, *,
-               stabilize_every: int | None = None) -> optax.GradientTransformationExtraArgs:
+               stabilize_every: int | None = None, check_points: bool = True
+               ) -> optax.GradientTransformationExtraArgs:
     r"""Run any optax transformation on manifold parameters.
 
     .. math::
@@ -32,6 +33,9 @@ def riemannian(inner: optax.GradientTransformation, manifolds: ManifoldsTree, *,
       manifolds: the spec (see :mod:`geometric.optim`).
       stabilize_every: re-project manifold leaves onto the manifold every this many updates. None:
         every 100 updates, and only for leaves whose retraction does not correct itself.
+      check_points: refuse a start off the manifold (eagerly, or under ``jit`` when the program
+        runs) and a point moved since the last update by a transformation chained after this
+        optimizer, naming the leaf (:func:`retract`); False turns both checks off.
 
     Returns:
       An optax ``GradientTransformationExtraArgs``; extra arguments are passed to ``inner``.
@@ -66,12 +70,14 @@ def riemannian(inner: optax.GradientTransformation, manifolds: ManifoldsTree, *,
     check_stabilize_every("riemannian", stabilize_every)
     check_spec("riemannian", manifolds)
     return optax.chain(to_riemannian_gradients(manifolds), inner, project_to_tangent(manifolds),
-                       retract(manifolds, stabilize_every=stabilize_every))
+                       retract(manifolds, stabilize_every=stabilize_every,
+                               check_points=check_points))
 
 
 def riemannian_sgd(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsTree,
                    momentum: float = 0.0, nesterov: bool = False, *,
-                   stabilize_every: int | None = None) -> optax.GradientTransformationExtraArgs:
+                   stabilize_every: int | None = None, check_points: bool = True
+                   ) -> optax.GradientTransformationExtraArgs:
     r"""Riemannian (stochastic) gradient descent with heavy-ball or Nesterov momentum.
 
     .. math::
@@ -94,6 +100,7 @@ def riemannian_sgd(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsTr
       nesterov: use Nesterov momentum.
       stabilize_every: re-project manifold leaves every this many updates; None: every 100 for
         leaves whose retraction does not correct itself.
+      check_points: as in :func:`riemannian`.
 
     Returns:
       An optax ``GradientTransformationExtraArgs``.
@@ -130,12 +137,14 @@ def riemannian_sgd(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsTr
     direction = (riemannian_trace(manifolds, momentum, nesterov) if momentum
                  else to_riemannian_gradients(manifolds))
     return optax.chain(direction, optax.scale_by_learning_rate(learning_rate),
-                       retract(manifolds, stabilize_every=stabilize_every))
+                       retract(manifolds, stabilize_every=stabilize_every,
+                               check_points=check_points))
 
 
 def riemannian_adam(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsTree,
                     b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, *,
-                    stabilize_every: int | None = None) -> optax.GradientTransformationExtraArgs:
+                    stabilize_every: int | None = None, check_points: bool = True
+                    ) -> optax.GradientTransformationExtraArgs:
     r"""Riemannian Adam: Adam with its first moment transported along the iterates.
 
     .. math::
@@ -167,6 +176,7 @@ def riemannian_adam(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsT
       b2: ``β₂``, decay of the second moment.
       eps: ``ε``, added to the root of the second moment.
       stabilize_every: as in :func:`riemannian_sgd`.
+      check_points: as in :func:`riemannian`.
 
     Returns:
       An optax ``GradientTransformationExtraArgs``.
@@ -199,13 +209,14 @@ def riemannian_adam(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsT
     check_spec("riemannian_adam", manifolds)
     return optax.chain(scale_by_riemannian_adam(manifolds, b1, b2, eps),
                        optax.scale_by_learning_rate(learning_rate),
-                       retract(manifolds, stabilize_every=stabilize_every))
+                       retract(manifolds, stabilize_every=stabilize_every,
+                               check_points=check_points))
 
 
 def global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifolds: ManifoldsTree,
                         b1: float = 0.9, b2: float = 0.99, eps: float = 3e-7,
-                        retraction: str = "cayley", *,
-                        stabilize_every: int | None = None) -> optax.GradientTransformationExtraArgs:
+                        retraction: str = "cayley", *, stabilize_every: int | None = None,
+                        check_points: bool = True) -> optax.GradientTransformationExtraArgs:
     r"""Brantner's Adam in the global tangent space, in O(Np²) time per step for St(N, p).
 
     The same as ``chain(scale_by_global_tangent_adam(learning_rate, manifolds, b1, b2, eps,
@@ -267,6 +278,7 @@ def global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifolds: Manifo
       retraction: ``"cayley"`` or ``"exp"``, the map from the Lie algebra to O(N).
       stabilize_every: re-project manifold leaves every this many updates (None: 100); the frame
         update is a rotation, which carries float32 rounding errors along.
+      check_points: as in :func:`riemannian`.
 
     Returns:
       An optax ``GradientTransformationExtraArgs``.
@@ -301,7 +313,8 @@ def global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifolds: Manifo
       -9.000
     """
     return global_tangent_transform("manifold_adam", learning_rate, manifolds, b1, b2, eps,
-                                    retraction, retract_too=True, stabilize_every=stabilize_every)
+                                    retraction, retract_too=True, stabilize_every=stabilize_every,
+                                    check_points=check_points)
 
 
 manifold_adam = global_tangent_adam

@@ -90,7 +90,8 @@ def manifold_transform(fname: str, manifolds: ManifoldsTree, euclidean: optax.Gr
                        state_type: Any,
                        init_leaf: Callable[[AbstractManifold, jax.Array], tuple[Any, ...]],
                        update_leaf: Callable[..., tuple[Any, ...]], *,
-                       check_init: Callable[[Resolved, optax.Params], None] | None = None
+                       check_init: Callable[[Resolved, optax.Params], None] | None = None,
+                       check_update: Callable[[Resolved, optax.Params, Any], None] | None = None
                        ) -> optax.GradientTransformationExtraArgs:
     """The template of a piece that keeps state per manifold leaf.
 
@@ -99,7 +100,7 @@ def manifold_transform(fname: str, manifolds: ManifoldsTree, euclidean: optax.Gr
     ``params`` per state leaf, and ``euclidean``. At each manifold leaf ``init_leaf(m, x)`` gives
     the state leaves and ``update_leaf(m, x, g, *state_leaves)`` (with ``count=``, the 1-based
     step, for a counting piece) the update and the new state leaves; ``check_init(r, params)``
-    runs at ``init``.
+    runs at ``init``, ``check_update(r, params, state)`` at each ``update``.
     """
     check_spec(fname, manifolds)
     fields: tuple[str, ...] = state_type._fields  # a NamedTuple class
@@ -117,6 +118,8 @@ def manifold_transform(fname: str, manifolds: ManifoldsTree, euclidean: optax.Gr
     def update_fn(updates: optax.Updates, state: Any, params: optax.Params | None = None,
                   **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         r = resolve_update(fname, manifolds, params)
+        if check_update is not None:
+            check_update(r, params, state)
         e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
         count = (state.count + 1,) if counted else ()
 

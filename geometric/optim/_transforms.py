@@ -18,6 +18,7 @@ from .._core.manifold import AbstractManifold
 from .._core.tree import ManifoldsTree, check_spec, resolve
 from ._base import (check_stabilize_every, manifold_transform, map_manifolds, resolve_update,
                     stabilize, transport_to)
+from ._placement import check_placements, check_start, empty_placement, placement
 
 __all__ = ["ManifoldAdamState", "RetractState", "RiemannianAdamState", "RiemannianSGDState",
            "project_params", "project_to_tangent", "retract", "riemannian_trace",
@@ -145,6 +146,8 @@ class ManifoldAdamState(NamedTuple):
     mu_a: optax.Updates  # (..., p, p) per manifold leaf: the first moment's frame block A_m
     nu_a: optax.Updates  # (..., p, p) per manifold leaf: second moment of A (elementwise)
     nu_b: optax.Updates  # (..., p) per manifold leaf: second moment of B (mean square per column)
+    placed: optax.Updates  # per manifold leaf: where the last update put the point (with
+    # global_tangent_adam's retraction; optim._placement), zeros for the piece alone
     euclidean: optax.OptState  # optax.adam's state for the Euclidean leaves
 
 
@@ -189,38 +192,48 @@ def scale_by_global_tangent_adam(learning_rate: optax.ScalarOrSchedule, manifold
     there); :func:`global_tangent_adam` does both in one low-rank application.
     """
     return global_tangent_transform("scale_by_global_tangent_adam", learning_rate, manifolds, b1,
-                                    b2, eps, retraction, retract_too=False, stabilize_every=None)
+                                    b2, eps, retraction, retract_too=False, stabilize_every=None,
+                                    check_points=False)
 
 
 def global_tangent_transform(fname: str, learning_rate: optax.ScalarOrSchedule,
                              manifolds: ManifoldsTree, b1: float, b2: float, eps: float,
-                             retraction: str, *, retract_too: bool, stabilize_every: int | None
-                             ) -> optax.GradientTransformationExtraArgs:
+                             retraction: str, *, retract_too: bool, stabilize_every: int | None,
+                             check_points: bool) -> optax.GradientTransformationExtraArgs:
     """:func:`scale_by_global_tangent_adam`, or with ``retract_too`` the whole optimizer (the
-    step and the retraction share the rotation of ``[Y, M]``)."""
+    step and the retraction share the rotation of ``[Y, M]``; ``check_points`` as in
+    :func:`retract`)."""
     check_global_retraction(fname, retraction)
     check_stabilize_every(fname, stabilize_every)
     check_frames(fname, check_spec(fname, manifolds))
 
     def check_init(r: Any, params: optax.Params) -> None:
         check_frames(fname, [m for m in r.manifolds if m is not None])
-        if retract_too:
+        if retract_too and check_points:
             check_start(fname, r, params)
 
+    def init_leaf(m: AbstractManifold, x: jax.Array) -> tuple[jax.Array, ...]:
+        return (*_global_tangent.init_moments(m, x), empty_placement(x))
+
     def update_leaf(m: AbstractManifold, x: jax.Array, g: jax.Array, mu: jax.Array,
-                    mu_a: jax.Array, nu_a: jax.Array, nu_b: jax.Array, *, count: jax.Array
-                    ) -> tuple[jax.Array, ...]:
+                    mu_a: jax.Array, nu_a: jax.Array, nu_b: jax.Array, placed: jax.Array, *,
+                    count: jax.Array) -> tuple[jax.Array, ...]:
         lr, beta1, beta2, delta = _cast(x, _value(learning_rate, count - 1), b1, b2, eps)
         w, y, mu, mu_a, nu_a, nu_b = _global_tangent.step(
             m, x, g, mu, mu_a, nu_a, nu_b, learning_rate=lr, b1=beta1, b2=beta2, eps=delta,
             count=count, retraction=retraction)
         if retract_too:
-            w = stabilize(m, y, count, stabilize_every, False) - x
-        return w, mu, mu_a, nu_a, nu_b
+            y = stabilize(m, y, count, stabilize_every, False)
+            w, placed = y - x, placement(x, y)
+        return w, mu, mu_a, nu_a, nu_b, placed
+
+    def check_update(r: Any, params: optax.Params, state: ManifoldAdamState) -> None:
+        if retract_too and check_points:
+            check_placements(fname, r, params, state.placed, state.count + 1)
 
     return manifold_transform(fname, manifolds, optax.adam(learning_rate, b1, b2, eps),
-                              ManifoldAdamState, _global_tangent.init_moments, update_leaf,
-                              check_init=check_init)
+                              ManifoldAdamState, init_leaf, update_leaf, check_init=check_init,
+                              check_update=check_update)
 
 
 def _value(hyperparameter: optax.ScalarOrSchedule, count: jax.Array) -> Any:
@@ -241,28 +254,13 @@ class RetractState(NamedTuple):
     """State of :func:`retract`."""
 
     count: jax.Array  # type: ignore[assignment]  # shape=(), int32: updates so far
-
-
-def check_start(fname: str, r: Any, params: optax.Params) -> None:
-    """Refuse a concrete starting point off its manifold (a traced one cannot be inspected)."""
-    for m, path, x in zip(r.manifolds, r.paths, r.flatten("params", params)):
-        if m is None:
-            continue
-        m.check_point(x, argname="params", fname=f"{fname}: {m!r}.init")
-        if isinstance(x, jax.core.Tracer):
-            continue
-        ok, reason = m.verify_point(x)
-        if not ok:
-            where = f"'{path}'" if path else "`params`"
-            raise ValueError(
-                f"{fname}: the starting point {where} is not on {m!r}: {reason}. The optimizers "
-                "keep a point on its manifold but do not pull one onto it; start from "
-                "`geometric.optim.project_params(params, manifolds)` (the nearest points), "
-                "`manifold.random_point(key)` or an orthogonal initializer.")
+    placed: optax.Updates  # like params: manifold leaves: where the last update put the point
+    # (a sample of entries and their rounding bounds, optim._placement); else masked
 
 
 def retract(manifolds: ManifoldsTree, *, method: str | None = None,
-            stabilize_every: int | None = None) -> optax.GradientTransformationExtraArgs:
+            stabilize_every: int | None = None, check_points: bool = True
+            ) -> optax.GradientTransformationExtraArgs:
     r"""The last transformation: tangent steps to point differences, ``u ↦ R_x(u) - x``.
 
     .. math::
@@ -275,9 +273,12 @@ def retract(manifolds: ManifoldsTree, *, method: str | None = None,
     transformations before ``retract``, where they act on tangent vectors. Euclidean leaves pass
     through, so the rule costs them nothing.
 
-    ``init`` checks the starting point: a concrete point off its manifold is an error naming its
-    path, the manifold and the error (use :func:`project_params`); points traced under ``jit``
-    are checked for shape and dtype only.
+    With ``check_points`` (the default) no constraint switches off without a word: ``init``
+    refuses a starting point off its manifold, naming its path, the manifold and the error (use
+    :func:`project_params`) — eagerly, or under ``jit`` as an error raised when the program runs;
+    and each update checks that ``params`` is where the last one put it, so that a
+    transformation after ``retract`` is an error naming the leaf at the next update, not a drift
+    off the manifold. The check reads a fixed sample of entries per leaf (``optim._placement``).
 
     Args:
       manifolds: the spec (see :mod:`geometric.optim`).
@@ -286,12 +287,15 @@ def retract(manifolds: ManifoldsTree, *, method: str | None = None,
         (manifolds with the capability ``"frame"``).
       stabilize_every: re-project manifold leaves every this many updates (``project_point``);
         None: every 100 updates for retractions that do not correct themselves (rotations).
+      check_points: check the start and each update's point (above); False for a start off the
+        manifold, or ``params`` changed between updates, on purpose.
 
     Returns:
       An optax ``GradientTransformationExtraArgs`` with state :class:`RetractState`.
 
     Raises:
-      ValueError: ``update`` without ``params``; a starting point off its manifold; an unknown
+      ValueError: ``update`` without ``params``; a starting point off its manifold, or a point
+        moved since the last update (under ``jit``: when the program runs); an unknown
         ``method``; ``stabilize_every < 1``.
     """
     fname = "retract"
@@ -306,24 +310,30 @@ def retract(manifolds: ManifoldsTree, *, method: str | None = None,
         r = resolve(fname, manifolds, params)
         if method is not None:
             check_frames(fname, [m for m in r.manifolds if m is not None])
-        check_start(fname, r, params)
-        return RetractState(jnp.zeros([], jnp.int32))
+        if check_points:
+            check_start(fname, r, params)
+        (placed,) = map_manifolds(r, lambda m, x: (empty_placement(x),), params, outputs=1)
+        return RetractState(jnp.zeros([], jnp.int32), placed)
 
     def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
                   **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         r = resolve_update(fname, manifolds, params)
         count = state.count + 1
+        if check_points:
+            check_placements(fname, r, params, state.placed, count)
 
-        def leaf(m: AbstractManifold, x: jax.Array, u: jax.Array) -> tuple[jax.Array]:
+        def leaf(m: AbstractManifold, x: jax.Array, u: jax.Array, placed: jax.Array
+                 ) -> tuple[jax.Array, jax.Array]:
             if method is None:
                 y = stabilize(m, m.retract(x, u), count, stabilize_every, m.self_correcting)
             else:
                 y = stabilize(m, _global_tangent.retract(m, x, u, method), count,
                               stabilize_every, self_correcting=False)
-            return (y - x,)
+            return y - x, placement(x, y)
 
-        (out,) = map_manifolds(r, leaf, params, updates, outputs=1, euclidean=lambda x, u: (u,))
-        return out, RetractState(count)
+        out, placed = map_manifolds(r, leaf, params, updates, state.placed, outputs=2,
+                                    euclidean=lambda x, u, p: (u, p))
+        return out, RetractState(count, placed)
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 

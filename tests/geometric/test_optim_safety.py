@@ -1,5 +1,6 @@
-"""No silent constraint violation: transformations go before `retract`, and a starting point off
-its manifold is refused (or projected on request). The cases of issue 12, in float32."""
+"""No silent constraint violation: transformations go before `retract` (one after it is reported),
+and a starting point off its manifold is refused, eagerly and under jit (or projected on request).
+The cases of issues 12 and 32, in float32."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,11 +71,44 @@ def test_manifold_adam_pieces_with_a_user_transform():
     assert float(loss(out)) < float(loss(p))
 
 
+AFTER = r"retract: the point 'w' is not where the last update put it .*Put such transformations before it"
+
+
 @pytest.mark.parametrize("user", ["scale_0.5", "add_decayed_weights_0.1"])
-def test_after_the_retraction_it_breaks(user):
-    """What the docs forbid, shown: a transform after the optimizer leaves the manifold."""
-    opt = optax.chain(optim.riemannian_adam(0.05, SPEC), USER_TRANSFORMS[user]())
-    assert float(ST.manifold_error(train(opt, params(), steps=5)["w"])) > 1e-4
+@pytest.mark.parametrize("make", [lambda s, **k: optim.riemannian_adam(0.05, s, **k),
+                                  lambda s, **k: optim.manifold_adam(0.05, s, **k)],
+                         ids=["riemannian_adam", "manifold_adam"])
+def test_a_transform_after_the_retraction_is_reported(user, make):
+    """A transform after the optimizer would leave the manifold: the next update says so, naming
+    the leaf; with the documented opt-out the drift is the user's."""
+    with pytest.raises(Exception, match=AFTER.replace("retract", r"\w+")):
+        train(optax.chain(make(SPEC), USER_TRANSFORMS[user]()), params(), steps=2)
+    out = train(optax.chain(make(SPEC, check_points=False), USER_TRANSFORMS[user]()), params(),
+                steps=5)
+    assert float(ST.manifold_error(out["w"])) > 1e-4
+
+
+def test_placement_check_under_vmap():
+    """A batched check runs its callback for every element (cond becomes select): it must neither
+    raise for points in place nor miss one that moved."""
+    opt = optim.riemannian_adam(0.05, SPEC)
+    p = jax.vmap(lambda k: params(ST.random_point(k)))(jax.random.split(jax.random.PRNGKey(1), 3))
+    state = jax.vmap(opt.init)(p)
+
+    def step(p, state, scale):
+        updates, state = opt.update(jax.grad(loss)(p), state, p)
+        return optax.apply_updates(p, jax.tree.map(lambda u: scale * u, updates)), state
+
+    batched = jax.jit(jax.vmap(step, in_axes=(0, 0, 0)))
+    ones = jnp.ones(3)
+    for _ in range(3):
+        p, state = batched(p, state, ones)
+    assert float(jnp.max(ST.manifold_error(p["w"]))) <= 1e-5
+    p, state = batched(p, state, ones.at[1].set(0.5))
+    with pytest.raises(Exception, match=AFTER):
+        batched(p, state, ones)
+    with pytest.raises(ValueError, match="starting point 'w' is not on"):
+        jax.vmap(opt.init)({"w": p["w"].at[2].multiply(2.0), "b": p["b"]})
 
 
 def lecun_start():
@@ -97,10 +131,16 @@ def test_start_off_the_manifold_is_refused_or_projected(make):
     assert float(ST.manifold_error(out["w"])) <= 1e-5
 
 
-def test_traced_start_is_checked_for_shape_only():
-    """Under jit the values are unknown: init cannot refuse them (documented)."""
-    opt = optim.riemannian_adam(0.05, SPEC)
-    jax.jit(opt.init)(lecun_start())
+@pytest.mark.parametrize("name", ["riemannian_adam", "riemannian_sgd", "manifold_adam",
+                                  "global_tangent_adam"])
+def test_a_traced_start_is_checked_when_it_runs(name):
+    """Under jit the values are unknown at trace time: the program refuses them when it runs."""
+    opt = getattr(optim, name)(0.05, SPEC)
+    jax.jit(opt.init)(params())
+    with pytest.raises(Exception, match=r"\w+: the starting point 'w' is not on Stiefel\(n=8, p=4"
+                                        r".*manifold_error = .* > atol = .*check_points=False"):
+        jax.block_until_ready(jax.jit(opt.init)(lecun_start()))
+    jax.jit(getattr(optim, name)(0.05, SPEC, check_points=False).init)(lecun_start())
     with pytest.raises(ValueError, match=r"must have shape \(\.\.\., 8, 4\); got \(4, 8\)"):
         jax.jit(opt.init)(params(jnp.zeros((4, 8))))
 

@@ -73,6 +73,36 @@ def test_by_path_paths_and_order():
         by_path({"dec": "stiefel"})(p)
 
 
+def test_by_path_patterns_that_decide_nothing_are_errors():
+    """A pattern that no path matches (or that an earlier pattern shadows) would leave its layer
+    Euclidean without a word: an error naming the pattern, unless it is listed optional."""
+    p = {"hidden": {"kernel": jnp.zeros((8, 4)), "bias": jnp.zeros(4)}}
+    with pytest.raises(ValueError, match=r"by_path: the pattern 'hidden\\.kernel\$' decides no "
+                                         r"leaf.*'hidden/bias', 'hidden/kernel'.*optional="):
+        by_path({r"hidden\.kernel$": ST})(p)
+    with pytest.raises(ValueError, match=r"the pattern 'kernel\$' decides no leaf.*earlier pattern"):
+        by_path({"^hidden/": None, "kernel$": ST})(p)
+    assert by_path({"kernel$": ST, "^head/": ST}, optional=["^head/"])(p)["hidden"]["kernel"] is ST
+    with pytest.raises(ValueError, match=r"by_path: the pattern 'kernel\[' is not a regular "
+                                         r"expression"):
+        by_path({"kernel[": ST})
+    with pytest.raises(ValueError, match=r"`optional` names \['head'\], which are not patterns"):
+        by_path({"kernel$": ST}, optional=["head"])
+    opt = optim.riemannian_adam(0.1, by_path({r"hidden\.kernel$": ST}))
+    with pytest.raises(ValueError, match=r"by_path: the pattern"):
+        opt.init(p)
+
+
+def test_a_manifold_where_params_has_no_array_is_an_error():
+    """`{"w": st, "b": None, "c": st}` for params without "c": the constraint on "c" applies to
+    nothing (a renamed layer); None or EUCLIDEAN there is harmless."""
+    p = {"w": ST.random_point(jax.random.PRNGKey(0)), "b": jnp.zeros(4)}
+    with pytest.raises(ValueError, match=r"\w*riemannian_adam: `manifolds` puts Stiefel\(n=8, p=4.* "
+                                         r"at 'c', where `params` has no array.*'b', 'w'"):
+        optim.riemannian_adam(0.1, {"w": ST, "b": None, "c": ST}).init(p)
+    optim.riemannian_adam(0.1, {"w": ST, "b": None, "c": None}).init(p)
+
+
 def test_frozendict_params_with_a_dict_spec():
     p = FrozenDict({"params": FrozenDict({"Dense_0": {"kernel": ST.random_point(jax.random.PRNGKey(0)),
                                                       "bias": jnp.zeros(4)}})})

@@ -31,8 +31,11 @@ STIEFEL = geometric.Stiefel(D_IN, D_HIDDEN)
 STIEFEL_ROWS = geometric.Stiefel(D_IN, D_HIDDEN, rows=True)
 PLAIN_SPEC = {"embed": {"kernel": STIEFEL, "bias": None}, "mix": None, "head": None}
 # The same, written once by path for every framework: the plain dict and Flax (``embed/kernel``,
-# Linen with a ``params/`` prefix) and equinox (``embed/weight``, orthonormal rows).
-SPEC = optim.by_path({r"embed/kernel$": STIEFEL, r"embed/weight$": STIEFEL_ROWS})
+# Linen with a ``params/`` prefix) and equinox (``embed/weight``, orthonormal rows). A model has
+# one of the two names, so each pattern is optional (by_path refuses a pattern that decides no
+# leaf unless told so).
+SPEC = optim.by_path({r"embed/kernel$": STIEFEL, r"embed/weight$": STIEFEL_ROWS},
+                     optional=[r"embed/kernel$", r"embed/weight$"])
 
 OPTIMIZERS: dict[str, Callable[[object], optax.GradientTransformationExtraArgs]] = {
     "riemannian_sgd": lambda spec: optim.riemannian_sgd(0.05, spec, momentum=0.9),
