@@ -90,8 +90,9 @@ def manifold_transform(fname: str, manifolds: ManifoldsTree, euclidean: optax.Gr
                        state_type: Any,
                        init_leaf: Callable[[AbstractManifold, jax.Array], tuple[Any, ...]],
                        update_leaf: Callable[..., tuple[Any, ...]], *,
-                       check_init: Callable[[Resolved, optax.Params], None] | None = None,
-                       check_update: Callable[[Resolved, optax.Params, Any], None] | None = None
+                       check_init: Callable[[Resolved, optax.Params], jax.Array | None] | None = None,
+                       check_update: Callable[[Resolved, optax.Params, Any], jax.Array | None]
+                       | None = None
                        ) -> optax.GradientTransformationExtraArgs:
     """The template of a piece that keeps state per manifold leaf.
 
@@ -100,7 +101,8 @@ def manifold_transform(fname: str, manifolds: ManifoldsTree, euclidean: optax.Gr
     ``params`` per state leaf, and ``euclidean``. At each manifold leaf ``init_leaf(m, x)`` gives
     the state leaves and ``update_leaf(m, x, g, *state_leaves)`` (with ``count=``, the 1-based
     step, for a counting piece) the update and the new state leaves; ``check_init(r, params)``
-    runs at ``init``, ``check_update(r, params, state)`` at each ``update``.
+    runs at ``init``, ``check_update(r, params, state)`` at each ``update``; a check may return
+    an int32 zero that joins the step count (a counting piece), so that the compiler keeps it.
     """
     check_spec(fname, manifolds)
     fields: tuple[str, ...] = state_type._fields  # a NamedTuple class
@@ -109,17 +111,15 @@ def manifold_transform(fname: str, manifolds: ManifoldsTree, euclidean: optax.Gr
 
     def init_fn(params: optax.Params) -> optax.OptState:
         r = resolve(fname, manifolds, params)
-        if check_init is not None:
-            check_init(r, params)
+        flag = check_init(r, params) if check_init is not None else None
         leaves = map_manifolds(r, init_leaf, params, outputs=len(trees))
-        count = (jnp.zeros([], jnp.int32),) if counted else ()
+        count = (jnp.zeros([], jnp.int32) + (0 if flag is None else flag),) if counted else ()
         return state_type(*count, *leaves, init_euclidean(r, euclidean, params))
 
     def update_fn(updates: optax.Updates, state: Any, params: optax.Params | None = None,
                   **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         r = resolve_update(fname, manifolds, params)
-        if check_update is not None:
-            check_update(r, params, state)
+        flag = check_update(r, params, state) if check_update is not None else None
         e_updates, e_state = update_euclidean(r, euclidean, updates, state.euclidean)
         count = (state.count + 1,) if counted else ()
 
@@ -128,6 +128,8 @@ def manifold_transform(fname: str, manifolds: ManifoldsTree, euclidean: optax.Gr
 
         out, *new = map_manifolds(r, leaf, params, updates, *(getattr(state, t) for t in trees),
                                   outputs=1 + len(trees))
+        if flag is not None:
+            count = tuple(c + flag for c in count)
         return r.merge(out, e_updates), state_type(*count, *new, e_state)
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)

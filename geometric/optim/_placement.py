@@ -40,8 +40,10 @@ def _start_message(fname: str, m: AbstractManifold, path: str, reason: str) -> s
             "check_points=False to start off the manifold on purpose).")
 
 
-def check_start(fname: str, r: Resolved, params: Any) -> None:
-    """Refuse a starting point off its manifold: eagerly now, under ``jit`` when it runs."""
+def check_start(fname: str, r: Resolved, params: Any) -> jax.Array:
+    """Refuse a starting point off its manifold: eagerly now, under ``jit`` when it runs.
+
+    Returns an int32 zero for the caller to add to its step count (see :func:`_when`)."""
     traced = []
     for m, path, x in zip(r.manifolds, r.paths, r.flatten("params", params)):
         if m is None:
@@ -56,7 +58,7 @@ def check_start(fname: str, r: Resolved, params: Any) -> None:
         atol = math.sqrt(float(np.finfo(x.dtype).eps) * math.prod(m.shape))
         traced.append((m, path, atol, jnp.max(m.manifold_error(x), initial=0)))
     if not traced:
-        return
+        return jnp.zeros([], jnp.int32)
 
     def report(*worst: Any) -> None:
         for (m, path, atol, _), w in zip(traced, worst):
@@ -65,7 +67,7 @@ def check_start(fname: str, r: Resolved, params: Any) -> None:
                 raise ValueError(_start_message(fname, m, path, reason))
 
     worst = [w for *_, w in traced]
-    _when(_any(~(w <= atol) for (_, _, atol, _), w in zip(traced, worst)), report, *worst)
+    return _when(_any(~(w <= atol) for (_, _, atol, _), w in zip(traced, worst)), report, *worst)
 
 
 def _indices(size: int) -> np.ndarray:
@@ -92,15 +94,15 @@ def placement(x: jax.Array, y: jax.Array) -> jax.Array:
 
 
 def check_placements(fname: str, r: Resolved, params: Any, placed: Any, count: jax.Array
-                     ) -> None:
+                     ) -> jax.Array:
     """Raise (when the program runs) if a manifold leaf of ``params`` is not where the last
     update put it (recorded in ``placed`` by :func:`placement`); ``count`` is this update's,
-    1-based."""
+    1-based. Returns an int32 zero for the caller to add to its step count (:func:`_when`)."""
     leaves = [(path, x, q) for m, path, x, q in
               zip(r.manifolds, r.paths, r.flatten("params", params), r.flatten("state", placed))
               if m is not None]
     if not leaves:
-        return
+        return jnp.zeros([], jnp.int32)
     moved = [jnp.max(jnp.abs(x.reshape(-1)[_indices(x.size)] - q[0]) - q[1], initial=0)
              for _, x, q in leaves]
     last = (f"`{fname}`" if fname != "retract" else
@@ -118,7 +120,7 @@ def check_placements(fname: str, r: Resolved, params: Any, placed: Any, count: j
                     "act on tangent vectors (or pass check_points=False if params change between "
                     "updates on purpose).")
 
-    _when((count > 1) & _any(~(d <= 0) for d in moved), report, count, *moved)
+    return _when((count > 1) & _any(~(d <= 0) for d in moved), report, count, *moved)
 
 
 def _any(flags: Any) -> jax.Array:
@@ -126,10 +128,22 @@ def _any(flags: Any) -> jax.Array:
     return jnp.any(jnp.stack(list(flags)))
 
 
-def _when(failed: jax.Array, report: Any, *values: jax.Array) -> None:
+def _when(failed: jax.Array, report: Any, *values: jax.Array) -> jax.Array:
     """Call ``report(*values)`` in Python only if ``failed``: no callback while checks pass, and
     one condition for all leaves (a GPU copies a condition's predicate to the CPU to branch).
 
-    Under ``vmap`` a batched ``failed`` turns the ``cond`` into a ``select`` that runs the callback
-    for every element, so ``report`` decides again from the values it receives."""
-    lax.cond(failed, lambda *v: jax.debug.callback(report, *v), lambda *v: None, *values)
+    The callback is a ``pure_callback`` returning an int32 zero, which the caller adds to its step
+    count: a ``debug.callback`` would give the optimizer step a side effect, and JAX dispatches a
+    program with effects on its slow path (every eager call of a jitted step pays for it), while
+    a pure callback whose result is unused would be dropped by the compiler. Under ``vmap`` a
+    batched ``failed`` turns the ``cond`` into a ``select`` that runs the callback for every
+    element, so ``report`` decides again from the values it receives."""
+    zero = np.zeros((), np.int32)  # the callback's result: its shape and dtype
+
+    def call(*v: jax.Array) -> jax.Array:
+        def checked(*v: Any) -> np.ndarray:
+            report(*v)
+            return np.zeros((), np.int32)
+        return jax.pure_callback(checked, zero, *v, vmap_method="sequential")
+
+    return lax.cond(failed, call, lambda *v: jnp.zeros([], jnp.int32), *values)

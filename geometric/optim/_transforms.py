@@ -207,10 +207,9 @@ def global_tangent_transform(fname: str, learning_rate: optax.ScalarOrSchedule,
     check_stabilize_every(fname, stabilize_every)
     check_frames(fname, check_spec(fname, manifolds))
 
-    def check_init(r: Any, params: optax.Params) -> None:
+    def check_init(r: Any, params: optax.Params) -> jax.Array | None:
         check_frames(fname, [m for m in r.manifolds if m is not None])
-        if retract_too and check_points:
-            check_start(fname, r, params)
+        return check_start(fname, r, params) if retract_too and check_points else None
 
     def init_leaf(m: AbstractManifold, x: jax.Array) -> tuple[jax.Array, ...]:
         return (*_global_tangent.init_moments(m, x), empty_placement(x))
@@ -227,9 +226,10 @@ def global_tangent_transform(fname: str, learning_rate: optax.ScalarOrSchedule,
             w, placed = y - x, placement(x, y)
         return w, mu, mu_a, nu_a, nu_b, placed
 
-    def check_update(r: Any, params: optax.Params, state: ManifoldAdamState) -> None:
+    def check_update(r: Any, params: optax.Params, state: ManifoldAdamState) -> jax.Array | None:
         if retract_too and check_points:
-            check_placements(fname, r, params, state.placed, state.count + 1)
+            return check_placements(fname, r, params, state.placed, state.count + 1)
+        return None
 
     return manifold_transform(fname, manifolds, optax.adam(learning_rate, b1, b2, eps),
                               ManifoldAdamState, init_leaf, update_leaf, check_init=check_init,
@@ -310,17 +310,16 @@ def retract(manifolds: ManifoldsTree, *, method: str | None = None,
         r = resolve(fname, manifolds, params)
         if method is not None:
             check_frames(fname, [m for m in r.manifolds if m is not None])
-        if check_points:
-            check_start(fname, r, params)
+        count = check_start(fname, r, params) if check_points else jnp.zeros([], jnp.int32)
         (placed,) = map_manifolds(r, lambda m, x: (empty_placement(x),), params, outputs=1)
-        return RetractState(jnp.zeros([], jnp.int32), placed)
+        return RetractState(count, placed)
 
     def update_fn(updates: optax.Updates, state: optax.OptState, params: optax.Params | None = None,
                   **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         r = resolve_update(fname, manifolds, params)
         count = state.count + 1
         if check_points:
-            check_placements(fname, r, params, state.placed, count)
+            count += check_placements(fname, r, params, state.placed, count)
 
         def leaf(m: AbstractManifold, x: jax.Array, u: jax.Array, placed: jax.Array
                  ) -> tuple[jax.Array, jax.Array]:

@@ -107,7 +107,7 @@ def test_placement_check_under_vmap():
     p, state = batched(p, state, ones.at[1].set(0.5))
     with pytest.raises(Exception, match=AFTER):
         batched(p, state, ones)
-    with pytest.raises(ValueError, match="starting point 'w' is not on"):
+    with pytest.raises(Exception, match="starting point 'w' is not on"):
         jax.vmap(opt.init)({"w": p["w"].at[2].multiply(2.0), "b": p["b"]})
 
 
