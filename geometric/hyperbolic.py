@@ -9,8 +9,9 @@ tangent space at the origin (Euclidean features in, hyperbolic features out, and
 
 Every function takes leading batch axes (broadcast between arguments), float32 or float64, and a
 static ``curvature`` (a Python float; default 1). Results in the ball are kept in its safe part
-``√c‖x‖ ≤ 1 − ε`` (``ε = 1e-5`` in float32, ``1e-10`` in float64; see
-:class:`~geometric.PoincareBall`), so no finite input gives nan, in values or derivatives.
+``√c‖x‖ ≤ 1 − ε`` (``ε = 5e-4`` in float32, ``1e-8`` in float64; see
+:class:`~geometric.PoincareBall`), and are finite, in values and derivatives, for points there;
+a point outside it (beyond it by more than rounding) gives nan, as ``jnp.log(-1.0)`` does.
 Formulas and references: docs/derivations/hyperbolic.md.
 
 Examples:
@@ -86,7 +87,8 @@ def mobius_add(x: jax.Array, y: jax.Array, *, curvature: float = 1.0) -> jax.Arr
       curvature: ``c > 0``.
 
     Returns:
-      ``x ⊕_c y``, of the broadcast shape, clipped to the safe ball.
+      ``x ⊕_c y``, of the broadcast shape, clipped to the safe ball; nan where ``x`` or ``y`` is
+      not in the safe ball.
 
     Raises:
       TypeError: an argument is not a float32/float64 array, or their dtypes differ; a bad
@@ -96,7 +98,8 @@ def mobius_add(x: jax.Array, y: jax.Array, *, curvature: float = 1.0) -> jax.Arr
     fname = "geometric.hyperbolic.mobius_add"
     c = _vectors(fname, curvature, x=x, y=y)
     x, y = _broadcast(fname, x, y)
-    return _math.clip_ball(_math.mobius_add(x, y, c), c)
+    outside = _math.outside_ball(x, c) | _math.outside_ball(y, c)
+    return _math.nan_outside(_math.clip_ball(_math.mobius_add(x, y, c), c), outside)
 
 
 def mobius_scalar_mul(r: ArrayLike, x: jax.Array, *, curvature: float = 1.0) -> jax.Array:
@@ -124,7 +127,8 @@ def mobius_scalar_mul(r: ArrayLike, x: jax.Array, *, curvature: float = 1.0) -> 
         raise ValueError(f"{fname}: `r` of shape {tuple(r.shape)} must broadcast against the "
                          f"batch axes {tuple(x.shape[:-1])} of `x`.") from None
     x = jnp.broadcast_to(x, (*batch, x.shape[-1]))
-    return _math.mobius_scalar_mul(jnp.broadcast_to(r, batch), x, c)
+    return _math.nan_outside(_math.mobius_scalar_mul(jnp.broadcast_to(r, batch), x, c),
+                             _math.outside_ball(x, c))
 
 
 def mobius_matvec(m: jax.Array, x: jax.Array, *, curvature: float = 1.0) -> jax.Array:
@@ -167,7 +171,8 @@ def mobius_matvec(m: jax.Array, x: jax.Array, *, curvature: float = 1.0) -> jax.
     if m.ndim > 2:  # a batch of matrices; one matrix stays a matrix product
         m = jnp.broadcast_to(m, (*batch, *m.shape[-2:]))
         x = jnp.broadcast_to(x, (*batch, x.shape[-1]))
-    return _math.mobius_matvec(m, x, c)
+    return _math.nan_outside(_math.mobius_matvec(m, x, c),
+                             jnp.broadcast_to(_math.outside_ball(x, c), batch))
 
 
 def expmap0(v: jax.Array, *, curvature: float = 1.0) -> jax.Array:
@@ -188,13 +193,13 @@ def expmap0(v: jax.Array, *, curvature: float = 1.0) -> jax.Array:
 def logmap0(y: jax.Array, *, curvature: float = 1.0) -> jax.Array:
     r"""The logarithm of the ball at the origin: ``log₀(y) = artanh(√c‖y‖) y/(√c‖y‖)``.
 
-    The inverse of :func:`expmap0`; points beyond the safe ball are treated as on its boundary.
+    The inverse of :func:`expmap0`; nan for points that are not in the safe ball.
 
     Raises:
       TypeError, ValueError: as :func:`expmap0`, for ``y``.
     """
     c = _vectors("geometric.hyperbolic.logmap0", curvature, y=y)
-    return _math.logmap0(y, c)
+    return _math.nan_outside(_math.logmap0(y, c), _math.outside_ball(y, c))
 
 
 def poincare_to_lorentz(x: jax.Array, *, curvature: float = 1.0) -> jax.Array:
@@ -203,14 +208,14 @@ def poincare_to_lorentz(x: jax.Array, *, curvature: float = 1.0) -> jax.Array:
     .. math::
         x \mapsto \frac{\big(1 + c\|x\|^2,\ 2\sqrt c\,x\big)}{\sqrt c\,(1 - c\|x\|^2)}
 
-    (the inverse of the stereographic projection from ``(−1/√c, 0, …, 0)``). Points beyond the
-    safe ball are first clipped to it.
+    (the inverse of the stereographic projection from ``(−1/√c, 0, …, 0)``); nan for points
+    that are not in the safe ball.
 
     Raises:
       TypeError, ValueError: as :func:`expmap0`, for ``x``.
     """
     c = _vectors("geometric.hyperbolic.poincare_to_lorentz", curvature, x=x)
-    return _math.poincare_to_lorentz(x, c)
+    return _math.nan_outside(_math.poincare_to_lorentz(x, c), _math.outside_ball(x, c))
 
 
 def lorentz_to_poincare(x: jax.Array, *, curvature: float = 1.0) -> jax.Array:
@@ -219,7 +224,8 @@ def lorentz_to_poincare(x: jax.Array, *, curvature: float = 1.0) -> jax.Array:
     .. math::
         (x_0, x_s) \mapsto \frac{x_s}{1 + \sqrt c\,x_0}
 
-    (the stereographic projection from ``(−1/√c, 0, …, 0)``), clipped to the safe ball.
+    (the stereographic projection from ``(−1/√c, 0, …, 0)``), clipped to the safe ball; nan for
+    points that are not on the hyperboloid's upper sheet within the same distance of its origin.
 
     Raises:
       TypeError: ``x`` is not a float32/float64 array; a bad ``curvature``.
@@ -230,4 +236,4 @@ def lorentz_to_poincare(x: jax.Array, *, curvature: float = 1.0) -> jax.Array:
     if x.shape[-1] < 2:
         raise ValueError(f"{fname}: `x` must have shape (..., n + 1) with n ≥ 1; "
                          f"got {tuple(x.shape)}.")
-    return _math.lorentz_to_poincare(x, c)
+    return _math.nan_outside(_math.lorentz_to_poincare(x, c), _math.outside_hyperboloid(x, c))

@@ -3,14 +3,17 @@ r"""Hyperbolic space of curvature ``-c``: the kernels the two models and :mod:`g
 Unchecked functions on batch-leading arrays ``(..., n)`` (the last axis is the vector), with ``c``
 a positive Python float. Formulas, conventions and references: docs/derivations/hyperbolic.md.
 
-**Safe region.** Every function is finite, with finite derivatives, for every finite input. The
-Poincaré ball is kept to ``√c‖x‖ ≤ 1 − ε`` with ``ε`` = :func:`ball_margin` (``1e-5`` in float32,
-``1e-10`` in float64): points there are at hyperbolic distance at most :func:`max_distance` from the
-origin (``12.2/√c`` in float32, ``23.7/√c`` in float64), and the conformal factor ``1 − c‖x‖²``
-is resolved to a relative error below ``3e-3`` (float32) and ``6e-7`` (float64). Beyond it the
-factor is held at its value on the sphere of radius ``(1 − ε)/√c`` (:func:`gap`), so a point that
-drifted outside is treated as lying on that sphere, and artanh is clamped likewise. The hyperboloid
-is kept within the same distance of its origin.
+**Safe region.** The Poincaré ball is kept to ``√c‖x‖ ≤ 1 − ε`` with ``ε`` = :func:`ball_margin`
+(``5e-4`` in float32, ``1e-8`` in float64): points there are at hyperbolic distance at most
+:func:`max_distance` from the origin (``8.3/√c`` in float32, ``19.1/√c`` in float64). That is as
+far as the coordinates locate a point to the accuracy promised — about ``1e-4`` (float32) and
+``1e-8`` (float64) of the distances involved, for Möbius addition, ``exp``, ``log`` and ``dist``
+against 50-digit references — since rounding a coordinate moves a point near the boundary by
+``ε_mach·e^{√c d}/2``. Every function is finite, with finite derivatives, for points there; a point
+beyond it by rounding (up to ``1 − ε/2``) is treated as lying on its boundary (:func:`gap`,
+:func:`clip_ball`), and a point further out is not a point of the manifold as represented: the
+public functions give nan for it (:func:`outside_ball`). The hyperboloid is kept within the same
+distance of its origin (:func:`outside_hyperboloid`).
 
 **Removable singularities.** ``tanh(t)/t``, ``t/tanh(t)``, ``sinh(t)/t``, ``t/sinh(t)`` and
 ``artanh(z)/z`` are evaluated as Taylor polynomials below a small cutoff and directly above it
@@ -34,13 +37,14 @@ from .checks import check_int_field
 from .arrays import safe_sqrt
 from .manifold import AbstractManifold
 
-__all__ = ["AbstractHyperbolicManifold", "arcosh1p", "artanhc", "ball_margin", "check_curvature", "clip_ball", "difference_denominator",
-           "dot", "even_function", "expmap0", "gap", "logmap0", "lorentz_to_poincare",
-           "max_distance", "minkowski", "mobius_add", "mobius_difference", "mobius_matvec",
-           "mobius_scalar_mul", "poincare_to_lorentz", "sinhc", "t_over_sinh", "t_over_tanh",
-           "tanhc"]
+__all__ = ["AbstractHyperbolicManifold", "arcosh1p", "artanhc", "ball_margin", "check_curvature",
+           "clip_ball", "difference_denominator", "dot", "even_function", "exp_sum", "expmap0",
+           "gap", "gyro_sum", "logmap0", "lorentz_to_poincare", "max_distance", "minkowski",
+           "mobius_add", "mobius_difference", "mobius_matvec", "mobius_scalar_mul",
+           "nan_outside", "outside_ball", "outside_hyperboloid",
+           "poincare_to_lorentz", "sinhc", "t_over_sinh", "t_over_tanh", "tanhc"]
 
-_MARGINS = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-10}
+_MARGINS = {np.dtype(np.float32): 5e-4, np.dtype(np.float64): 1e-8}
 
 
 def check_curvature(owner: str, value: object) -> float:
@@ -55,8 +59,34 @@ def check_curvature(owner: str, value: object) -> float:
 
 
 def ball_margin(dtype: jnp.dtype) -> float:
-    """``ε`` of the safe ball ``√c‖x‖ ≤ 1 − ε`` in ``dtype`` (float32: 1e-5, float64: 1e-10)."""
+    """``ε`` of the safe ball ``√c‖x‖ ≤ 1 − ε`` in ``dtype`` (float32: 5e-4, float64: 1e-8)."""
     return _MARGINS[np.dtype(dtype)]
+
+
+def outside_ball(x: jax.Array, c: float) -> jax.Array:
+    """Where ``x`` is not a point of the safe ball (batch shape): beyond it by more than rounding
+    (``√c‖x‖ > 1 − ε/2``), outside the ball itself, or not finite. The ball's methods give nan
+    there: the safe ball is the manifold as represented, and a point beyond it has no
+    representation accurate to what the methods promise."""
+    limit = (1 - ball_margin(x.dtype) / 2) / math.sqrt(c)
+    return ~(dot(x, x) <= limit * limit)
+
+
+def outside_hyperboloid(x: jax.Array, c: float) -> jax.Array:
+    """Where ``x`` ``(..., n + 1)`` is not a point of the hyperboloid's safe part (batch shape):
+    not on the upper sheet (``x₀ ≤ 0``, or not timelike), or beyond the image of the ball's
+    (:func:`outside_ball`) under :func:`poincare_to_lorentz`, ``‖x_s‖ = 2ρ/(√c(1 − ρ²))``."""
+    rho = 1 - ball_margin(x.dtype) / 2
+    limit = 2 * rho / (math.sqrt(c) * (1 - rho * rho))
+    inside = (x[..., 0] > 0) & (minkowski(x, x) < 0) & (dot(x[..., 1:], x[..., 1:]) <= limit ** 2)
+    return ~inside
+
+
+def nan_outside(out: jax.Array, outside: jax.Array) -> jax.Array:
+    """``out`` (batch axes first) with nan where ``outside`` (batch shape) holds."""
+    outside = jax.lax.stop_gradient(outside)
+    return jnp.where(outside.reshape(outside.shape + (1,) * (out.ndim - outside.ndim)), jnp.nan,
+                     out)
 
 
 def max_distance(dtype: jnp.dtype, c: float) -> float:
@@ -158,34 +188,41 @@ def _floor(den: jax.Array) -> jax.Array:
 
 
 def mobius_add(x: jax.Array, y: jax.Array, c: float) -> jax.Array:
-    r"""Möbius addition ``x ⊕_c y``.
+    r"""Möbius addition ``x ⊕_c y``, formed by :func:`gyro_sum` from ``e = x + y``.
 
     .. math::
         x \oplus_c y = \frac{(1 + 2c\langle x, y\rangle + c\|y\|^2)\,x + (1 - c\|x\|^2)\,y}
                             {1 + 2c\langle x, y\rangle + c^2\|x\|^2\|y\|^2}
 
-    The denominator is formed as ``(1 + c⟨x, y⟩)² + c²(‖x‖²‖y‖² − ⟨x, y⟩²)``, a sum of two
-    nonnegative terms (no cancellation when ``y`` nears the antipode of ``x`` on the boundary),
-    and floored at the smallest normal number.
+    The textbook numerator subtracts numbers of size ``1 − c‖x‖²`` to get one far smaller when
+    ``y`` is near ``−x`` far from the origin (every digit lost at distance 20 in float64);
+    written in ``e`` nothing cancels.
     """
-    xy, x2, y2 = dot(x, y), dot(x, x), dot(y, y)
-    num = (1 + 2 * c * xy + c * y2)[..., None] * x + (1 - c * x2)[..., None] * y
-    den = jnp.square(1 + c * xy) + c * c * jnp.maximum(x2 * y2 - xy * xy, 0)
-    return num / _floor(den)[..., None]
+    return gyro_sum(x, x + y, c)
 
 
 def mobius_difference(x: jax.Array, y: jax.Array, c: float) -> jax.Array:
-    """``(−x) ⊕_c y`` formed from ``e = y − x``: exactly 0 at ``y = x`` and accurate near it.
+    """``(−x) ⊕_c y``, formed by :func:`gyro_sum` from ``e = y − x``: exactly 0 at ``y = x``."""
+    return gyro_sum(-x, y - x, c)
 
-    With ``y = x + e`` expanded, the numerator is ``(1 − c‖x‖²) e − c‖e‖² x`` and the denominator
-    :func:`difference_denominator`: neither cancels when ``y`` is close to ``x``, even on the
-    boundary of the safe ball.
+
+def gyro_sum(x: jax.Array, e: jax.Array, c: float) -> jax.Array:
+    r"""``x ⊕_c y`` from ``x`` and ``e = x + y``, with no cancellation for ``y`` near ``−x``.
+
+    .. math::
+        x \oplus_c y = \frac{g\,e + c\|e\|^2 x}
+            {(g + c\langle x, e\rangle)^2 + c^2(\|x\|^2\|e\|^2 - \langle x, e\rangle^2)},
+        \qquad g = 1 - c\|x\|^2
+
+    (substitute ``y = e − x`` in the textbook form). The numerator is ``g e`` plus a multiple of
+    ``x`` that is second order in ``e``, and the denominator a sum of two nonnegative terms, the
+    first ``(1 + c⟨x, y⟩)²``: where the sum is small or near ``x``'s antipode, each is formed
+    from ``e`` to its own relative precision. See docs/derivations/hyperbolic.md#mobius-addition.
     """
-    e = y - x
     x2, xe, e2 = dot(x, x), dot(x, e), dot(e, e)
     g = gap(x2, c)
-    num = g[..., None] * e - (c * e2)[..., None] * x
-    return num / difference_denominator(g, x2, xe, e2, c)[..., None]
+    num = g[..., None] * e + (c * e2)[..., None] * x
+    return num / difference_denominator(g, x2, -xe, e2, c)[..., None]
 
 
 def difference_denominator(g: jax.Array, x2: jax.Array, xe: jax.Array, e2: jax.Array,
@@ -197,6 +234,28 @@ def difference_denominator(g: jax.Array, x2: jax.Array, xe: jax.Array, e2: jax.A
     on the float32 boundary). Floored at the smallest normal number.
     """
     return _floor(jnp.square(g - c * xe) + c * c * jnp.maximum(x2 * e2 - xe * xe, 0))
+
+
+def exp_sum(x: jax.Array, v: jax.Array, c: float) -> jax.Array:
+    r"""``e = x + y`` for the end point ``x ⊕ y`` of :math:`\exp_x(v)`, ``y = tanh(t) v/(√c‖v‖)``,
+    ``t = √c λ_x‖v‖/2``.
+
+    A long step (``t ≥ 1``) is formed as ``(x + û/√c) − σ û/√c`` with ``û = v/‖v‖`` and
+    ``σ = 1 − tanh t = 2q/(1 + q)``, ``q = e^{−2t}``: ``tanh t`` itself rounds to 1 once
+    ``t`` exceeds 19 (float64) or 9 (float32), and ``y`` would be the ideal point in the
+    direction ``û``, losing where along the geodesic ``exp`` ends. A short step is
+    ``tanhc(t) λ_x v/2``, smooth at ``v = 0``.
+    """
+    g = gap(dot(x, x), c)  # 2/λ_x
+    norm = safe_sqrt(dot(v, v))
+    t = math.sqrt(c) * norm / g
+    long = t >= 1
+    short = x + (tanhc(jnp.where(long, 0, t)) / g)[..., None] * v
+    unit = v / jnp.where(long, norm, 1)[..., None]
+    q = jnp.exp(-2 * jnp.where(long, t, 1))
+    sigma = 2 * q / (1 + q)
+    far = (x + unit / math.sqrt(c)) - (sigma / math.sqrt(c))[..., None] * unit
+    return jnp.where(long[..., None], far, short)
 
 
 def expmap0(v: jax.Array, c: float) -> jax.Array:

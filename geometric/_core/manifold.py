@@ -9,6 +9,7 @@ for unchecked arrays with leading batch axes; its own methods never repeat a che
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable
 import math
 from typing import Any, ClassVar
@@ -59,7 +60,11 @@ class AbstractManifold(abc.ABC):
       Euclidean metric's Riesz map), ``_inner`` the Frobenius inner product, ``_transport(x, y, v)
       = _project(y, v)`` (vector transport by projection onto the new tangent space),
       ``_random_tangent`` the projection of a Gaussian, ``_retract_transport`` a retraction
-      followed by ``_transport`` (override it to share work between the two).
+      followed by ``_transport`` (override it to share work between the two), ``_outside(x)``
+      None (override it where arrays of the right shape can lie outside the manifold's domain:
+      the public methods return nan for such points, as ``jnp.log(-1.0)`` is nan, never a finite
+      number computed from a point that is not one; :meth:`project_point`,
+      :meth:`manifold_error` and :meth:`verify_point` take any array).
     * Optional, declared in :attr:`capabilities`: ``"exp"`` (``_exp``), ``"log"`` (``_log``),
       ``"dist"`` (``_dist``; by default the norm of ``_log``) and ``"frame"`` (``_to_frame``,
       ``_from_frame``: points are orthonormal frames, see :meth:`to_frame`; ``_frame_rgrad``
@@ -182,7 +187,7 @@ class AbstractManifold(abc.ABC):
     def random_tangent(self, key: jax.Array, x: jax.Array) -> jax.Array:
         """A random tangent vector at ``x`` (by default a projected Gaussian), shaped like ``x``."""
         (x,) = self._inputs("random_tangent", x)
-        return self._orient(self._random_tangent(key, x))
+        return self._orient(self._nan_outside(self._random_tangent(key, x), x))
 
     def check_point(self, x: jax.Array, *, argname: str = "x", fname: str | None = None) -> None:
         """Check that ``x`` is a float32/float64 array of shape ``(..., *shape)``, at trace time.
@@ -246,7 +251,7 @@ class AbstractManifold(abc.ABC):
         Idempotent, and the identity on tangent vectors.
         """
         x, v = self._inputs("project", x, v=v)
-        return self._orient(self._project(x, v))
+        return self._orient(self._nan_outside(self._project(x, v), x))
 
     def project_point(self, x: jax.Array) -> jax.Array:
         """The point of the manifold nearest to ``x`` (used to stabilise long runs)."""
@@ -260,34 +265,34 @@ class AbstractManifold(abc.ABC):
         Euclidean metric this is :meth:`project`; for other metrics it is not a projection.
         """
         x, g = self._inputs("egrad_to_rgrad", x, g=g)
-        return self._orient(self._egrad_to_rgrad(x, g))
+        return self._orient(self._nan_outside(self._egrad_to_rgrad(x, g), x))
 
     def inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         """The metric at ``x`` of two tangent vectors; shape: the batch axes of ``x``."""
         x, u, v = self._inputs("inner", x, u=u, v=v)
-        return self._inner(x, u, v)
+        return self._nan_outside(self._inner(x, u, v), x)
 
     def norm(self, x: jax.Array, v: jax.Array) -> jax.Array:
         """``√inner(x, v, v)``; its derivative at ``v = 0`` is 0 (a subgradient), not nan."""
         x, v = self._inputs("norm", x, v=v)
-        return safe_sqrt(self._inner(x, v, v))
+        return self._nan_outside(safe_sqrt(self._inner(x, v, v)), x)
 
     def retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         """The retraction ``R_x(v)``: a point of the manifold, ``R_x(tv) = x + tv + O(t²)``."""
         x, v = self._inputs("retract", x, v=v)
-        return self._orient(self._retract(x, v))
+        return self._orient(self._nan_outside(self._retract(x, v), x))
 
     def transport(self, x: jax.Array, y: jax.Array, v: jax.Array) -> jax.Array:
         """Vector transport of the tangent ``v`` at ``x`` into the tangent space at ``y``."""
         x, y, v = self._inputs("transport", x, y=y, v=v)
-        return self._orient(self._transport(x, y, v))
+        return self._orient(self._nan_outside(self._transport(x, y, v), x, y))
 
     def retract_transport(self, x: jax.Array, v: jax.Array, u: jax.Array
                           ) -> tuple[jax.Array, jax.Array]:
         """``(y, transport(x, y, u))`` with ``y = retract(x, v)``, sharing work where it can."""
         x, v, u = self._inputs("retract_transport", x, v=v, u=u)
         y, w = self._retract_transport(x, v, u)
-        return self._orient(y), self._orient(w)
+        return self._orient(self._nan_outside(y, x)), self._orient(self._nan_outside(w, x))
 
     def manifold_error(self, x: jax.Array) -> jax.Array:
         """Distance of ``x`` from the constraint (for logging); shape: the batch axes of ``x``."""
@@ -321,7 +326,7 @@ class AbstractManifold(abc.ABC):
         """
         self._require("dist")
         x, y = self._inputs("dist", x, y=y)
-        return self._dist(x, y)
+        return self._nan_outside(self._dist(x, y), x, y)
 
     def to_frame(self, x: jax.Array) -> jax.Array:
         """A point (or tangent vector) as an orthonormal frame ``Y ∈ St(N, p)``, ``(..., N, p)``.
@@ -413,6 +418,11 @@ class AbstractManifold(abc.ABC):
         v = self._log(x, y)
         return safe_sqrt(self._inner(x, v, v))
 
+    def _outside(self, x: jax.Array) -> jax.Array | None:
+        """Where a point lies outside the set the formulas hold on (batch shape, bool), or None
+        if every array of the right shape is in it (the default)."""
+        return None
+
     def _to_frame(self, x: jax.Array) -> jax.Array:
         raise NotImplementedError
 
@@ -464,7 +474,18 @@ class AbstractManifold(abc.ABC):
         """``hook(x, other)`` of an optional capability, inputs checked, in the public layout."""
         self._require(capability)
         x, y = self._inputs(capability, x, **other)
-        return self._orient(hook(x, y))
+        points = (x, y) if capability == "log" else (x,)
+        return self._orient(self._nan_outside(hook(x, y), *points))
+
+    def _nan_outside(self, out: jax.Array, *points: jax.Array) -> jax.Array:
+        """``out`` with nan where a point of ``points`` is outside the domain (``_outside``), as
+        ``jnp.log(-1.0)`` is nan: never a finite number computed from a point that is not one."""
+        masks = [m for m in map(self._outside, points) if m is not None]
+        if not masks:
+            return out
+        outside = jax.lax.stop_gradient(functools.reduce(jnp.logical_or, masks))
+        outside = outside.reshape(outside.shape + (1,) * (out.ndim - outside.ndim))
+        return jnp.where(outside, jnp.nan, out)
 
     def _orient(self, a: jax.Array) -> jax.Array:
         """Between the public layout and the hooks' (a transpose, its own inverse, or nothing)."""

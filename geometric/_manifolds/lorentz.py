@@ -45,10 +45,11 @@ class Lorentz(hyp.AbstractHyperbolicManifold):
     ``ε_mach·x₀²``: in float32, distances between points far from the origin lose precision
     (the Poincaré ball does not), which is why hyperbolic embeddings are usually trained in the
     ball or in float64. Points are kept within the distance of :class:`PoincareBall`'s safe ball
-    from the origin (``12.2/√c`` in float32, ``23.7/√c`` in float64): :meth:`project_point`,
+    from the origin (``8.3/√c`` in float32, ``19.1/√c`` in float64): :meth:`project_point`,
     :meth:`retract` and :meth:`exp` shrink ``x_s`` to it, and ``exp`` shortens steps longer than
     twice that. Within it every method is finite with finite derivatives (tested on its boundary,
-    in float32). The distance is ``arcosh(1 + δ)`` with ``δ = c⟨y − x, y − x⟩_L / 2``, which
+    in float32); a point off the upper sheet, or beyond that distance by more than rounding,
+    gives nan, as ``jnp.log(-1.0)`` does. The distance is ``arcosh(1 + δ)`` with ``δ = c⟨y − x, y − x⟩_L / 2``, which
     equals ``−c⟨x, y⟩_L − 1`` on the hyperboloid but does not cancel for near points; ``log``
     forms ``u`` as ``P_x(y − x)``, exactly 0 at ``y = x``. The derivative of :meth:`dist` at
     ``y = x`` is 0 (a subgradient), so ``dist²`` is smooth there. Derivations:
@@ -121,6 +122,9 @@ class Lorentz(hyp.AbstractHyperbolicManifold):
         c = self.curvature
         scale = c * hyp.minkowski(y, v) / (1 - c * hyp.minkowski(x, y))  # denominator ≥ 2
         return v + scale[..., None] * (x + y)
+
+    def _outside(self, x: jax.Array) -> jax.Array:
+        return hyp.outside_hyperboloid(x, self.curvature)
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         space = x[..., 1:]

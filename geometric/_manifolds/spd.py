@@ -143,6 +143,11 @@ class SPD(AbstractManifold):
         scale = jnp.linalg.norm(x, axis=(-2, -1))
         return (asym + jnp.maximum(-lowest, 0)) / jnp.where(scale > 0, scale, jnp.nan)
 
+    def _outside(self, x: jax.Array) -> jax.Array:
+        # Not positive definite: its Cholesky factorisation fails (nan), where every metric's
+        # formulas (logarithms, inverses, square roots of the spectrum) have no meaning.
+        return ~jnp.all(jnp.isfinite(rules.cholesky(x)), axis=(-2, -1))
+
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         w = triangular_solver(rules.cholesky(x))(v, left_side=True)  # C⁻¹V: VX⁻¹V = WᵀW
         return sym(x + v + 0.5 * mm(w.mT, w))

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._core.checks import check_int_field
 from .._core.arrays import safe_sqrt
@@ -32,7 +33,8 @@ class Sphere(AbstractManifold):
         d(x, y) = \theta = \operatorname{atan2}(\|u\|, x^Ty)
 
     (``atan2`` rather than ``arccos(xᵀy)``: accurate for near and for far points). ``log`` is
-    undefined at the antipode ``y = -x`` (it returns 0 there; ``dist`` returns π).
+    undefined at the antipode ``y = -x``, the cut locus (nan within rounding of it; ``dist``
+    returns π).
 
     Args:
       n: ambient dimension, ``n ≥ 1``.
@@ -91,7 +93,11 @@ class Sphere(AbstractManifold):
         u, norm, theta = _chord(x, y)
         # θ/‖u‖ → 1 as y → x; the inner where() keeps the masked branch's derivative finite.
         positive = norm > 0
-        return jnp.where(positive, theta / jnp.where(positive, norm, 1), 1)[..., None] * u
+        log = jnp.where(positive, theta / jnp.where(positive, norm, 1), 1)[..., None] * u
+        # At the antipode (the cut locus: every direction is a shortest geodesic) ‖u‖ is
+        # rounding, and u a direction picked by it: nan, not a finite wrong tangent.
+        antipode = (norm <= 8 * float(np.finfo(x.dtype).eps)) & (_dot(x, y) < 0)
+        return jnp.where(jax.lax.stop_gradient(antipode)[..., None], jnp.nan, log)
 
     def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
         return _chord(x, y)[2]

@@ -498,3 +498,44 @@ def test_declared_capabilities():
                                                   r"retraction='qr', rows=False\)\.log: Stiefel has "
                                                   r"no `log` \(capabilities: exp, frame\)\.$"):
         geometric.Stiefel(5, 2).log(jnp.zeros((5, 2)), jnp.zeros((5, 2)))
+
+
+# Points outside a manifold's domain: nan, as jnp.log(-1.0) is, never a finite wrong number.
+OUTSIDE = {
+    "ball outside": (geometric.PoincareBall(2), jnp.array([2.0, 0.0])),
+    "ball beyond its safe part": (geometric.PoincareBall(2), jnp.array([1 - 1e-12, 0.0])),
+    "hyperboloid, lower sheet": (geometric.Lorentz(2), jnp.array([-1.0, 0.0, 0.0])),
+    "hyperboloid, spacelike": (geometric.Lorentz(2), jnp.array([0.5, 1.0, 0.0])),
+    **{f"indefinite, {metric}": (geometric.SPD(2, metric=metric),
+                                 jnp.array([[1.0, 2.0], [2.0, 1.0]]))
+       for metric in ("affine", "log_euclidean", "bures_wasserstein")},
+}
+
+
+@pytest.mark.parametrize("case", list(OUTSIDE))
+def test_points_outside_the_domain_give_nan(case):
+    m, bad = OUTSIDE[case]
+    good = m.random_point(jax.random.PRNGKey(0), jnp.float64)
+    v = m.random_tangent(jax.random.PRNGKey(1), good)
+    calls = {"egrad_to_rgrad": lambda: m.egrad_to_rgrad(bad, v), "inner": lambda: m.inner(bad, v, v),
+             "norm": lambda: m.norm(bad, v), "retract": lambda: m.retract(bad, v),
+             "transport from": lambda: m.transport(bad, good, v),
+             "transport to": lambda: m.transport(good, bad, v),
+             "exp": lambda: m.exp(bad, v), "log from": lambda: m.log(bad, good),
+             "log to": lambda: m.log(good, bad), "dist": lambda: m.dist(good, bad),
+             "jit dist": lambda: jax.jit(m.dist)(good, bad)}
+    for name, call in calls.items():
+        assert np.isnan(call()).all(), name
+    assert np.isfinite(m.dist(good, m.project_point(bad) if "safe" in case or "outside" in case
+                              else good))
+    assert float(m.manifold_error(bad)) > 0
+
+
+def test_sphere_log_at_the_antipode_is_nan():
+    """The cut locus: every direction is a shortest geodesic, so log has no answer (it was 0)."""
+    s = geometric.Sphere(3)
+    x = jnp.array([1.0, 0.0, 0.0])
+    assert np.isnan(s.log(x, -x)).all()
+    assert float(s.dist(x, -x)) == pytest.approx(np.pi)
+    near = s.project_point(-x + jnp.array([0.0, 1e-3, 0.0]))
+    assert np.isfinite(s.log(x, near)).all()
