@@ -11,7 +11,7 @@ import numpy as np
 from jax.typing import DTypeLike
 
 __all__ = ["HALF_DTYPES", "INEXACT_DTYPES", "REAL_DTYPES", "as_inexact_matrix", "check_array",
-           "check_matrix", "is_half", "promote_operands", "solve_broadcast"]
+           "check_matrix", "is_half", "promote_operands", "refuse_half", "solve_broadcast"]
 
 REAL_DTYPES: tuple[DTypeLike, ...] = (jnp.float32, jnp.float64)
 INEXACT_DTYPES: tuple[DTypeLike, ...] = (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
@@ -40,15 +40,19 @@ def check_matrix(fname: str, argname: str, x: Any, *, square: bool = False,
 
 
 # The drop-in rules (inv, qr, ...) take what jax.numpy.linalg takes: integer and boolean arrays are
-# promoted as jnp.linalg promotes them (to float32, or float64 from 64-bit integers), and half
-# precision is handed to JAX's own forward, which decides (on CPU it raises NotImplementedError).
+# promoted as jnp.linalg promotes them (to float32, or float64 from 64-bit integers). Half
+# precision has no factorisation in LAPACK (CPU) or cuSOLVER/hipSOLVER (GPU), where JAX fails at
+# lowering with a KeyError naming neither function nor argument: refused at trace time there,
+# handed to JAX's own forward on TPU, whose XLA factorisations decide.
 HALF_DTYPES: tuple[DTypeLike, ...] = (jnp.float16, jnp.bfloat16)
 
 
-def as_inexact_matrix(fname: str, argname: str, x: Any, *, square: bool = False) -> jax.Array:
+def as_inexact_matrix(fname: str, argname: str, x: Any, *, square: bool = False,
+                      half: bool = False) -> jax.Array:
     """``x`` as a (batch of) float or complex matrices, promoted as ``jax.numpy.linalg`` does.
 
-    Raises ``TypeError`` for non-arrays and non-numeric dtypes, ``ValueError`` for wrong shapes.
+    Raises ``TypeError`` for non-arrays and non-numeric dtypes, and for half precision where it
+    would be factorised (:func:`refuse_half`) unless ``half``; ``ValueError`` for wrong shapes.
     """
     if not isinstance(x, (jax.Array, np.ndarray)):
         raise TypeError(f"{fname}: `{argname}` must be a JAX or NumPy array; got {type(x).__name__}.")
@@ -56,7 +60,18 @@ def as_inexact_matrix(fname: str, argname: str, x: Any, *, square: bool = False)
         x = jnp.asarray(x, jax.dtypes.canonicalize_dtype(
             jnp.float64 if x.dtype.itemsize == 8 else jnp.float32))
     check_matrix(fname, argname, x, square=square, dtypes=INEXACT_DTYPES + HALF_DTYPES)
+    if not half:
+        refuse_half(fname, argname, x)
     return x
+
+
+def refuse_half(fname: str, argname: str, x: jax.Array) -> None:
+    """Raise ``TypeError`` for a half-precision ``x`` that would be factorised on CPU or GPU."""
+    if is_half(x) and jax.default_backend() != "tpu":
+        raise TypeError(f"{fname}: `{argname}` has dtype {x.dtype}, which the "
+                        f"{jax.default_backend()} backend's factorisations (LAPACK, cuSOLVER) do "
+                        "not take: they take float32, float64, complex64 and complex128. Cast it, "
+                        f"e.g. `{argname}.astype(jnp.float32)`, and the result back.")
 
 
 def is_half(x: jax.Array) -> bool:

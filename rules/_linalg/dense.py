@@ -12,7 +12,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from .._core.checks import as_inexact_matrix, is_half, promote_operands, solve_broadcast
+from .._core.checks import (as_inexact_matrix, is_half, promote_operands, refuse_half,
+                           solve_broadcast)
 from .._core.dispatch import jitted
 from .._core.rule import Rule
 from .._kernels import jax_ops, lu, routes
@@ -240,13 +241,15 @@ def det(a: ArrayLike) -> jax.Array:
       (Array(0., dtype=float32), Array([[ 4., -2.],
              [-2.,  1.]], dtype=float32))
     """
-    a = as_inexact_matrix("det", "a", a, square=True)
+    a = as_inexact_matrix("det", "a", a, square=True, half=True)
+    if a.shape[-1] not in (1, 2, 3):  # JAX's closed forms take half precision, LU does not
+        refuse_half("det", "a", a)
     return _det(a)
 
 
 def _det_forward(a):
     if not _tiny(a):
-        return lu.det_and_cofactors(a)  # half precision raises there, as jnp.linalg.det does
+        return lu.det_and_cofactors(a)
     # Tiny matrices keep A: the cofactors are recomputed where they are needed, fused into the
     # derivative's own elementwise loop, instead of being stored.
     return (jax_ops.det(a) if is_half(a) else closed_form_cofactors(a)[1]), a

@@ -94,12 +94,27 @@ def test_integer_input_promoted_as_jnp(dtype):
     assert rules.inv(a).dtype == jnp.linalg.inv(a).dtype
 
 
-def test_half_precision_as_jnp():
-    a = jnp.eye(3, dtype=jnp.float16)
-    with pytest.raises(NotImplementedError, match="Unsupported dtype float16"):
+HALF = r"^{}: `{}` has dtype {}, which the cpu backend's factorisations .* `{}.astype\(jnp.float32\)`"
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16], ids=["float16", "bfloat16"])
+def test_half_precision_is_refused_naming_the_function(dtype):
+    """JAX fails at lowering with KeyError(numpy.float16) (LAPACK has no half precision); ours
+    says which function and argument, at trace time. JAX's closed-form det (n ≤ 3) takes it."""
+    a = jnp.eye(4, dtype=dtype)
+    with pytest.raises(NotImplementedError, match="Unsupported dtype"):
         jax.block_until_ready(jnp.linalg.inv(a))
-    with pytest.raises(NotImplementedError, match="Unsupported dtype float16"):
-        jax.block_until_ready(rules.inv(a))
+    name = jnp.dtype(dtype).name
+    calls = {"inv": lambda: rules.inv(a), "qr": lambda: rules.qr(a), "lq": lambda: rules.lq(a),
+             "cholesky": lambda: rules.cholesky(a), "eigh": lambda: rules.eigh(a),
+             "svd": lambda: rules.svd(a), "slogdet": lambda: rules.slogdet(a),
+             "det": lambda: rules.det(a), "expm": lambda: rules.expm(a),
+             "solve": lambda: rules.solve(a, a[:, 0])}
+    for fname, call in calls.items():
+        argname = "A" if fname == "expm" else "a"
+        with pytest.raises(TypeError, match=HALF.format(fname, argname, name, argname)):
+            jax.jit(call)()
+    assert rules.det(a[:3, :3]).dtype == dtype
 
 
 # ----------------------------------------------------------------------------------------------
@@ -259,10 +274,10 @@ def test_dtypes_as_jnp():
     assert g32.dtype == jnp.float32 and rel_err(g32, g64) < 1e-5
     h = jnp.eye(2, dtype=jnp.float16) * 3
     assert rules.det(h).dtype == jnp.float16 and float(rules.det(h)) == float(jnp.linalg.det(h))
-    with pytest.raises(NotImplementedError, match="Unsupported dtype float16"):
-        jax.block_until_ready(rules.slogdet(jnp.eye(6, dtype=jnp.float16)))
-    with pytest.raises(NotImplementedError, match="Unsupported dtype float16"):
-        jax.block_until_ready(rules.solve(jnp.eye(6, dtype=jnp.float16), jnp.ones(6, jnp.float16)))
+    with pytest.raises(TypeError, match="slogdet: `a` has dtype float16"):
+        rules.slogdet(jnp.eye(6, dtype=jnp.float16))
+    with pytest.raises(TypeError, match="solve: `a` has dtype float16"):
+        rules.solve(jnp.eye(6, dtype=jnp.float16), jnp.ones(6, jnp.float16))
 
 
 def test_solve_bad_input():
