@@ -11,13 +11,18 @@ Checkpoints are ``np.savez`` archives of the flattened parameters (``params_000`
 optimizer state (``opt_state_000``, …), the step and the seed. The seed is the whole random state:
 the initialisation draws from it once, and the batch of step ``k`` is a function of ``(seed, k)``.
 Checkpoints are restored into the pytree structure of a freshly initialised run, so a checkpoint is
-read back only by the program (and flags) that wrote it.
+read back only by the program (and flags) that wrote it. The framework examples
+(``examples/nnx_orthogonal.py``, ``examples/equinox_orthogonal.py``) checkpoint with Orbax instead;
+they share the flags and the fallback to the newest readable checkpoint (:func:`load_latest_orbax`).
 
 The programs behave like command-line tools:
 
 - Flags are checked when they are parsed (:class:`ArgumentParser` and the ``argparse`` types
-  :func:`at_least`, :func:`positive_float`, :func:`directory`): a mistake is one line naming the
-  flag, exit status 2, no traceback. ``--help`` shows every default.
+  :func:`at_least`, :func:`positive_float`, :func:`directory`, :func:`output_file`): a mistake is
+  one line naming the flag, exit status 2, no traceback. ``--help`` shows every default.
+- An output directory is checked with the flags too: a path under a regular file is a flag error
+  (:func:`directory`), and a directory that cannot be created is one at the latest when it is
+  (:func:`make_directory`).
 - ``--resume`` reads the newest checkpoint that reads; a truncated or corrupt one is named in a
   warning and the one before it is used (:func:`load_latest`). In a directory without checkpoints
   ``--resume`` says so and starts at step 0, so that a batch job can always pass it (the first
@@ -46,15 +51,19 @@ import time
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+if TYPE_CHECKING:
+    import orbax.checkpoint as ocp
+
 __all__ = [
     "ArgumentParser",
+    "CheckpointMismatch",
     "HelpFormatter",
     "TrainState",
     "TrainResult",
@@ -75,13 +84,18 @@ __all__ = [
     "json_safe",
     "load_checkpoint",
     "load_latest",
+    "load_latest_orbax",
     "load_params",
+    "make_directory",
     "make_train_step",
     "nonnegative_int",
     "open_run",
+    "orbax_manager",
+    "output_file",
     "positive_float",
     "positive_int",
     "save_checkpoint",
+    "save_orbax",
     "summarize",
     "summary_writer",
     "train_loop",
@@ -157,11 +171,51 @@ def positive_float(text: str) -> float:
     return value
 
 
+def _blocking_file(path: Path) -> Path | None:
+    """The regular file (or other non-directory) that ``path`` or one of its parents is, if any.
+
+    ``Path.exists`` is False for ``/etc/passwd/x`` (the system says "not a directory"), so the
+    parents are looked at one by one: the nearest one that exists decides.
+    """
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None
+
+
 def directory(text: str) -> Path:
-    """An ``argparse`` type: a directory to write into; it may not exist yet, but it is not a file."""
+    """An ``argparse`` type: a directory to write into; it may not exist yet, but neither it nor a parent is a file.
+
+    ``Path.exists`` alone lets ``/etc/passwd/x`` through, and ``mkdir`` fails on it later.
+    """
     path = Path(text)
-    if path.exists() and not path.is_dir():
+    if (blocking := _blocking_file(path)) == path:
         raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    if blocking is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be a directory: {str(blocking)!r} is a file")
+    return path
+
+
+def output_file(text: str) -> Path:
+    """An ``argparse`` type: a file to write; it may not exist yet, but it is no directory and no parent is a file."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory")
+    if (blocking := _blocking_file(path.parent)) is not None:
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: {str(blocking)!r} is a file, not a directory")
+    return path
+
+
+def make_directory(parser: argparse.ArgumentParser, path: Path, flag: str) -> Path:
+    """Create ``path`` and its parents; a failure (no permission, a read-only file system) is ``parser.error``.
+
+    :func:`directory` has already refused a path under a file when the flags were parsed; this
+    also covers a default directory and what only the attempt tells (permissions).
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        parser.error(f"argument {flag}: cannot create the directory {str(path)!r}: {error.strerror or error}")
     return path
 
 
@@ -290,6 +344,18 @@ _CHECKPOINT_NAME = re.compile(r"checkpoint_(\d+)\.npz")
 _UNREADABLE = (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile)
 
 
+class CheckpointMismatch(ValueError):
+    """A checkpoint that reads, but holds other arrays than this run's: it was written with other flags.
+
+    Attributes:
+        reason: what differs, a phrase without the path (for :func:`load_latest`'s messages).
+    """
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.reason = reason
+
+
 def _checkpoint_path(run_dir: Path, step: int) -> Path:
     return run_dir / f"checkpoint_{step:08d}.npz"
 
@@ -318,14 +384,14 @@ def _restore_tree(path: Path, archive, name: str, template: PyTree) -> PyTree:
     leaves, treedef = jax.tree_util.tree_flatten(template)
     stored = sorted((k for k in archive.files if k.startswith(name + "_")), key=lambda k: int(k.rpartition("_")[2]))
     if len(stored) != len(leaves):
-        raise ValueError(f"load_checkpoint: {path} holds {len(stored)} `{name}` leaves; "
-                         f"this run has {len(leaves)}. Was it written with other flags?")
+        raise CheckpointMismatch(path, f"it holds {len(stored)} `{name}` arrays, this run has {len(leaves)}: "
+                                       "written with other flags?")
     restored = []
     for key, leaf in zip(stored, leaves):
         value = archive[key]
         if value.shape != leaf.shape or value.dtype != leaf.dtype:
-            raise ValueError(f"load_checkpoint: {path}: `{key}` has shape {value.shape} and dtype "
-                             f"{value.dtype}; this run expects {leaf.shape}, {leaf.dtype}.")
+            raise CheckpointMismatch(path, f"its `{key}` has shape {value.shape} and dtype {value.dtype}, this "
+                                           f"run expects {leaf.shape} and {leaf.dtype}: written with other flags?")
         restored.append(jnp.asarray(value))
     return jax.tree_util.tree_unflatten(treedef, restored)
 
@@ -334,7 +400,7 @@ def load_checkpoint(path: Path, template: TrainState) -> TrainState:
     """Read a checkpoint into the pytree structure of ``template`` (a freshly initialised state).
 
     Raises:
-        ValueError: if the checkpoint's leaves do not match the template's count, shapes or dtypes.
+        CheckpointMismatch: the checkpoint's leaves do not match the template's count, shapes or dtypes.
     """
     with np.load(path) as archive:
         return TrainState(int(archive["step"]),
@@ -352,26 +418,165 @@ def load_params(path: Path, template: PyTree) -> PyTree:
         return _restore_tree(path, archive, "params", template)
 
 
-def load_latest(run_dir: Path, load: Callable[[Path], T]) -> tuple[Path, T] | None:
+def _unreadable_reason(error: Exception) -> str:
+    """Why a checkpoint does not read, in the user's terms rather than the reader's."""
+    if isinstance(error, CheckpointMismatch):
+        return error.reason
+    if isinstance(error, OSError) and error.strerror:  # the system's word: permission denied, an I/O error, ...
+        return error.strerror
+    return "truncated or corrupt"
+
+
+def load_latest(run_dir: Path, load: Callable[[Path], T], *, found: Sequence[Path] | None = None,
+                unreadable: tuple[type[Exception], ...] = _UNREADABLE) -> tuple[Path, T] | None:
     """``load`` the newest checkpoint of ``run_dir`` that reads; None if there is no checkpoint.
 
-    Each newer checkpoint that does not read (truncated, corrupt, or written with other flags) is
-    named in a warning on stderr, and the one before it is tried.
+    Each newer checkpoint that does not read is named in a warning on stderr, with why (truncated
+    or corrupt, a :class:`CheckpointMismatch`: written with other flags, or the system's reason,
+    such as permission denied) and the checkpoint used instead. What the reader raised is not
+    repeated: it does not help the user (NumPy, for one, suggests ``allow_pickle`` for a damaged
+    archive).
+
+    Args:
+        run_dir: the directory, named in the messages.
+        load: reads one checkpoint.
+        found: the checkpoints, oldest first (default: :func:`checkpoints` of ``run_dir``).
+        unreadable: the exceptions of ``load`` that mean "this checkpoint does not read".
 
     Raises:
-        ValueError: ``run_dir`` holds checkpoints and none of them reads; the message names each.
+        ValueError: ``run_dir`` holds checkpoints and none of them reads; the one-line message
+            names each and why.
     """
-    failures = []
-    for path in reversed(checkpoints(run_dir)):
+    failures: list[tuple[Path, str]] = []
+    for path in reversed(checkpoints(run_dir) if found is None else found):
         try:
-            return path, load(path)
-        except _UNREADABLE as error:
-            reason = f"{type(error).__name__}: {error}"
-            failures.append(f"{path.name} ({reason})")
-            print(f"warning: cannot read checkpoint {path} ({reason}); trying the one before it", file=sys.stderr)
+            value = load(path)
+        except unreadable as error:
+            failures.append((path, _unreadable_reason(error)))
+            continue
+        for failed, reason in failures:
+            print(f"warning: checkpoint {failed} is unreadable ({reason}); using the previous readable "
+                  f"checkpoint, {path}", file=sys.stderr)
+        return path, value
     if failures:
-        raise ValueError(f"no readable checkpoint in {run_dir}: {'; '.join(failures)}")
+        names: dict[str, list[str]] = {}  # by reason, so that a reason shared by all is said once
+        for path, reason in failures:
+            names.setdefault(reason, []).append(path.name)
+        raise ValueError(f"no readable checkpoint in {run_dir}: "
+                         + "; ".join(f"{', '.join(n)} ({reason})" for reason, n in names.items()))
     return None
+
+
+# -- Orbax checkpoints (the framework examples) ---------------------------------------------------
+
+# Orbax and TensorStore raise many types for a damaged checkpoint (ValueError, json's
+# JSONDecodeError, UnicodeDecodeError, AttributeError, ...): any exception of a restore means the
+# checkpoint does not read.
+_ORBAX_UNREADABLE = (Exception,)
+# The start of Orbax's message for a checkpoint whose tree is not the target's.
+_ORBAX_OTHER_TREE = "User-provided restore item and on-disk value metadata tree structures do not match"
+
+
+@contextlib.contextmanager
+def _quiet_orbax_logs() -> Iterator[None]:
+    """Keep Orbax's logs of an unreadable checkpoint off stderr: :func:`load_latest_orbax` reports it, in one line.
+
+    Orbax logs a checkpoint whose metadata does not parse as an error (through absl) when a
+    ``CheckpointManager`` opens the directory.
+    """
+    import logging
+
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _ignore_closed_loop_leftovers() -> None:
+    """Drop the tracebacks of the reads a failed Orbax restore leaves behind, for the rest of the process.
+
+    A restore that fails returns while TensorStore still reads the checkpoint's other arrays; their
+    callbacks then find the restore's event loop closed, and Python reports each ``RuntimeError``
+    through ``sys.unraisablehook``: dozens of tracebacks, some after the program has moved on. Only
+    that error is dropped; everything else reaches the previous hook.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_loop_leftovers", False):
+        return
+
+    def hook(unraisable) -> None:
+        if not (isinstance(unraisable.exc_value, RuntimeError) and str(unraisable.exc_value) == "Event loop is closed"):
+            previous(unraisable)
+
+    hook.drops_closed_loop_leftovers = True
+    sys.unraisablehook = hook
+
+
+def orbax_manager(directory: Path, *, max_to_keep: int) -> ocp.CheckpointManager:
+    """An ``orbax.checkpoint.CheckpointManager`` of ``directory`` that keeps the last ``max_to_keep`` checkpoints.
+
+    Opened without Orbax's log lines about checkpoints that do not read: :func:`load_latest_orbax`
+    names them.
+    """
+    import orbax.checkpoint as ocp
+
+    with _quiet_orbax_logs():
+        return ocp.CheckpointManager(directory, options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep))
+
+
+def load_latest_orbax(manager: ocp.CheckpointManager, target: PyTree, *,
+                      other_flags: str = "other flags") -> tuple[int, PyTree] | None:
+    """The step and state of the newest checkpoint of an Orbax ``CheckpointManager`` that reads into ``target``.
+
+    :func:`load_latest` for the framework examples, whose checkpoints are Orbax's step directories:
+    a newer checkpoint that does not read (truncated, corrupt, or holding another tree: saved with
+    ``other_flags``) is named in a warning and the one before it is used.
+
+    Args:
+        manager: an ``orbax.checkpoint.CheckpointManager`` of ``ocp.args.StandardSave`` checkpoints.
+        target: the structure to restore into (a fresh run's state).
+        other_flags: what a checkpoint with another tree was saved with, for the messages.
+
+    Returns:
+        ``(step, restored)``, or None if the manager has no checkpoint.
+
+    Raises:
+        ValueError: there are checkpoints and none reads; the one-line message names each and why.
+    """
+    import orbax.checkpoint as ocp
+
+    directory = Path(manager.directory)
+
+    def restore(path: Path) -> PyTree:
+        try:
+            return manager.restore(int(path.name), args=ocp.args.StandardRestore(target))
+        except _ORBAX_UNREADABLE as error:
+            _ignore_closed_loop_leftovers()
+            if isinstance(error, ValueError) and str(error).startswith(_ORBAX_OTHER_TREE):
+                raise CheckpointMismatch(path, "its arrays are not this run's model and optimizer state: "
+                                               f"saved with {other_flags}?") from None
+            raise
+
+    with _quiet_orbax_logs():
+        found = load_latest(directory, restore, found=[directory / str(step) for step in sorted(manager.all_steps())],
+                            unreadable=_ORBAX_UNREADABLE)
+    return None if found is None else (int(found[0].name), found[1])
+
+
+def save_orbax(manager: ocp.CheckpointManager, step: int, state: PyTree) -> None:
+    """Save ``state`` as the checkpoint of ``step``; one of that step that an earlier run left unreadable is replaced.
+
+    A run resumes from the newest checkpoint that reads, so a checkpoint of a later step that is
+    already there is one that did not read; Orbax refuses to save over it.
+    """
+    import orbax.checkpoint as ocp
+
+    if step in manager.all_steps():
+        manager.delete(step)
+    manager.save(step, args=ocp.args.StandardSave(state), force=True)
 
 
 # -- run directory -------------------------------------------------------------------------------
@@ -449,11 +654,12 @@ def check_resumable(run_dir: Path, config: Mapping[str, Any], resume: bool) -> N
 def open_run(parser: argparse.ArgumentParser, args: argparse.Namespace, default_dir: Path) -> Path:
     """The run directory (``--log-dir``, else ``default_dir``), created, its ``config.json`` checked and written.
 
-    A conflict with a stored run (:func:`check_resumable`) is reported with ``parser.error``.
+    A directory that cannot be created (:func:`make_directory`) or a conflict with a stored run
+    (:func:`check_resumable`) is reported with ``parser.error``.
     """
     if args.log_dir is None:
         args.log_dir = default_dir
-    args.log_dir.mkdir(parents=True, exist_ok=True)
+    make_directory(parser, args.log_dir, "--log-dir")
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in sorted(vars(args).items())}
     try:
         check_resumable(args.log_dir, config, args.resume)

@@ -13,7 +13,10 @@ a mirror of the model: ``jax.tree.map`` puts ``geometric.optim.EUCLIDEAN`` at ev
 ``eqx.tree_at`` the Stiefel manifold at the constrained weight. Training is the usual equinox loop
 (``filter_jit``, ``filter_value_and_grad``, ``apply_updates``). Orbax's ``CheckpointManager`` keeps
 the last two checkpoints of the model's arrays and the optimizer state; ``--resume`` continues
-from the newest one, bit-for-bit the uninterrupted run.
+from the newest one, bit-for-bit the uninterrupted run. A checkpoint that does not read
+(truncated, corrupt, or saved with another ``--optimizer``) is named in a warning and the one
+before it is used; if none reads, the program stops with one line (exit status 2), as the other
+examples do (``examples/_training.py``).
 
 Examples::
 
@@ -26,17 +29,16 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-import orbax.checkpoint as ocp
 
 import geometric
 import rules
+from examples import _training
 
 D_IN, D_HIDDEN, N_SAMPLES = 16, 8, 256
 OPTIMIZERS = {
@@ -118,53 +120,21 @@ def make_train_step(optimizer: optax.GradientTransformation):
 # -- command line --------------------------------------------------------------------------------
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """Errors in one line (``prog: error: message``, exit status 2), every default in ``--help``."""
-
-    def __init__(self, **kwargs: Any):
-        super().__init__(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1; got {text!r}")
-    return int(text)
-
-
-def nonnegative_int(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0; got {text!r}")
-    return int(text)
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0; got {text!r}")
-    return value
-
-
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python -m examples.equinox_orthogonal",
-                            description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=positive_int, default=300, help="optimizer steps in all")
-    parser.add_argument("--lr", type=positive_float, default=1e-2, help="learning rate")
+def build_parser() -> argparse.ArgumentParser:
+    parser = _training.ArgumentParser(prog="python -m examples.equinox_orthogonal",
+                                      description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=_training.positive_int, default=300, help="optimizer steps in all")
+    parser.add_argument("--lr", type=_training.positive_float, default=1e-2, help="learning rate")
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="riemannian_adam",
                         help="geometric optimizer")
-    parser.add_argument("--seed", type=nonnegative_int, default=0, help="data and initialisation")
-    parser.add_argument("--checkpoint-dir", type=Path, default=Path("runs/equinox_orthogonal"),
+    parser.add_argument("--seed", type=_training.nonnegative_int, default=0, help="data and initialisation")
+    parser.add_argument("--checkpoint-dir", type=_training.directory, default="runs/equinox_orthogonal",
                         help="where Orbax keeps the last two checkpoints")
-    parser.add_argument("--checkpoint-every", type=positive_int, default=100,
+    parser.add_argument("--checkpoint-every", type=_training.positive_int, default=100,
                         help="save every N steps (and at the last one)")
-    parser.add_argument("--log-every", type=positive_int, default=50, help="print every N steps")
+    parser.add_argument("--log-every", type=_training.positive_int, default=50, help="print every N steps")
     parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest checkpoint in --checkpoint-dir")
+                        help="continue from the newest readable checkpoint in --checkpoint-dir (none: start at step 0)")
     return parser
 
 
@@ -175,9 +145,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train; returns the final step, the losses of the steps run, ``‖WWᵀ − I‖`` and the model."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    directory = args.checkpoint_dir.absolute()
-    if directory.exists() and not directory.is_dir():
-        parser.error(f"argument --checkpoint-dir: {str(args.checkpoint_dir)!r} is not a directory")
+    directory = _training.make_directory(parser, args.checkpoint_dir.absolute(), "--checkpoint-dir")
 
     x, y = make_data(args.seed)
     model = Model(jax.random.PRNGKey(args.seed))
@@ -185,23 +153,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
     train_step = make_train_step(optimizer)
 
-    options = ocp.CheckpointManagerOptions(max_to_keep=2)
-    with ocp.CheckpointManager(directory, options=options) as manager:
-        start = manager.latest_step()
-        if start is not None and not args.resume:
+    # An orbax.checkpoint.CheckpointManager; _training restores (ocp.args.StandardRestore) the newest
+    # checkpoint that reads and saves (ocp.args.StandardSave) over one that did not.
+    with _training.orbax_manager(directory, max_to_keep=2) as manager:
+        newest = manager.latest_step()
+        if newest is not None and not args.resume:
             parser.error(f"argument --checkpoint-dir: {str(args.checkpoint_dir)!r} holds checkpoints "
-                         f"(the newest at step {start}): pass --resume, or choose another directory")
-        if start is None:
-            start = 0
-            if args.resume:
-                print(f"no checkpoint in {args.checkpoint_dir}: starting at step 0", file=sys.stderr)
-        else:
+                         f"(the newest at step {newest}): pass --resume, or choose another directory")
+        start = 0
+        if args.resume:
             # Restore into the fresh objects' structure: a checkpoint records arrays, not types.
             params, static = eqx.partition(model, eqx.is_array)
-            restored = manager.restore(start, args=ocp.args.StandardRestore(
-                {"model": params, "opt_state": opt_state}))
-            model, opt_state = eqx.combine(restored["model"], static), restored["opt_state"]
-            print(f"resumed from step {start} in {args.checkpoint_dir}")
+            try:
+                found = _training.load_latest_orbax(manager, {"model": params, "opt_state": opt_state},
+                                                    other_flags="another --optimizer")
+            except ValueError as error:  # none of the checkpoints reads
+                parser.error(str(error))
+            if found is None:
+                print(f"no checkpoint in {args.checkpoint_dir}: starting at step 0", file=sys.stderr)
+            else:
+                start, restored = found
+                model, opt_state = eqx.combine(restored["model"], static), restored["opt_state"]
+                print(f"resumed from step {start} in {args.checkpoint_dir}")
 
         losses: list[float] = []
         for step in range(start + 1, args.steps + 1):
@@ -213,8 +186,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             if step % args.log_every == 0 or step in (start + 1, args.steps):
                 print(f"step {step:5d}  loss {loss:.3e}  ‖WWᵀ − I‖ {orthonormality_error(model):.1e}")
             if step % args.checkpoint_every == 0 or step == args.steps:
-                state = {"model": eqx.filter(model, eqx.is_array), "opt_state": opt_state}
-                manager.save(step, args=ocp.args.StandardSave(state), force=True)
+                _training.save_orbax(manager, step, {"model": eqx.filter(model, eqx.is_array), "opt_state": opt_state})
     if start >= args.steps:
         print(f"nothing to do: the checkpoint is at step {start} ≥ --steps {args.steps}")
     return {"step": max(start, args.steps), "losses": losses,

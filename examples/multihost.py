@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _training.ArgumentParser(prog="python -m examples.multihost",
                                       description=__doc__.split("\n\n")[0],
                                       checks=[_process_error])
-    parser.add_argument("--coordinator", default=None,
+    parser.add_argument("--coordinator", type=coordinator_address, default=None,
                         help="HOST:PORT of process 0 (omit to run as a single process)")
     parser.add_argument("--num-processes", type=_training.at_least(1), default=1,
                         help="number of processes (hosts)")
@@ -51,8 +50,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="this process's index, 0 … num-processes − 1")
     parser.add_argument("--steps", type=_training.at_least(1), default=10,
                         help="optimizer steps of each job")
-    parser.add_argument("--out", type=Path, default=None, help="JSON file for process 0's results")
+    parser.add_argument("--out", type=_training.output_file, default=None, help="JSON file for process 0's results")
     return parser
+
+
+def coordinator_address(text: str) -> str:
+    """An ``argparse`` type: ``HOST:PORT``, the port an integer 1–65535 (``[::1]:1234`` for an IPv6 host).
+
+    Checked with the flags because ``jax.distributed.initialize`` fails on a malformed address
+    with an ``IndexError`` from deep inside it.
+    """
+    host, colon, port = text.rpartition(":")
+    if not (colon and host and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT with PORT an integer 1–65535; got {text!r}")
+    return text
 
 
 def _process_error(args: argparse.Namespace) -> str | None:
@@ -126,7 +137,10 @@ def stiefel_job(steps: int) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.out is not None:  # before the jobs: a directory that cannot be made stops the program at once
+        _training.make_directory(parser, args.out.parent, "--out")
     import jax
 
     if args.num_processes > 1:

@@ -12,7 +12,10 @@ It fits a fixed random teacher of the same form on 256 samples (full batch). The
 written once by parameter path (``geometric.optim.by_path``) and handed to ``nnx.Optimizer`` with
 ``wrt=nnx.Param``. Orbax's ``CheckpointManager`` keeps the last two checkpoints of
 ``nnx.state(model)`` and ``nnx.state(optimizer)``; ``--resume`` continues from the newest one, and
-the continuation is bit-for-bit the uninterrupted run (full batch, constant learning rate).
+the continuation is bit-for-bit the uninterrupted run (full batch, constant learning rate). A
+checkpoint that does not read (truncated, corrupt, or saved with another ``--optimizer``) is named
+in a warning and the one before it is used; if none reads, the program stops with one line
+(exit status 2), as the other examples do (``examples/_training.py``).
 
 Examples::
 
@@ -25,16 +28,15 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import orbax.checkpoint as ocp
 from flax import nnx
 
 import geometric
 import rules
+from examples import _training
 
 D_IN, D_HIDDEN, N_SAMPLES = 16, 8, 256
 OPTIMIZERS = {
@@ -93,53 +95,21 @@ def train_step(model: Model, optimizer: nnx.Optimizer, x: jax.Array, y: jax.Arra
 # -- command line --------------------------------------------------------------------------------
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """Errors in one line (``prog: error: message``, exit status 2), every default in ``--help``."""
-
-    def __init__(self, **kwargs: Any):
-        super().__init__(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kwargs)
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1; got {text!r}")
-    return int(text)
-
-
-def nonnegative_int(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0; got {text!r}")
-    return int(text)
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0; got {text!r}")
-    return value
-
-
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python -m examples.nnx_orthogonal",
-                            description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=positive_int, default=300, help="optimizer steps in all")
-    parser.add_argument("--lr", type=positive_float, default=1e-2, help="learning rate")
+def build_parser() -> argparse.ArgumentParser:
+    parser = _training.ArgumentParser(prog="python -m examples.nnx_orthogonal",
+                                      description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=_training.positive_int, default=300, help="optimizer steps in all")
+    parser.add_argument("--lr", type=_training.positive_float, default=1e-2, help="learning rate")
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="riemannian_adam",
                         help="geometric optimizer")
-    parser.add_argument("--seed", type=nonnegative_int, default=0, help="data and initialisation")
-    parser.add_argument("--checkpoint-dir", type=Path, default=Path("runs/nnx_orthogonal"),
+    parser.add_argument("--seed", type=_training.nonnegative_int, default=0, help="data and initialisation")
+    parser.add_argument("--checkpoint-dir", type=_training.directory, default="runs/nnx_orthogonal",
                         help="where Orbax keeps the last two checkpoints")
-    parser.add_argument("--checkpoint-every", type=positive_int, default=100,
+    parser.add_argument("--checkpoint-every", type=_training.positive_int, default=100,
                         help="save every N steps (and at the last one)")
-    parser.add_argument("--log-every", type=positive_int, default=50, help="print every N steps")
+    parser.add_argument("--log-every", type=_training.positive_int, default=50, help="print every N steps")
     parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest checkpoint in --checkpoint-dir")
+                        help="continue from the newest readable checkpoint in --checkpoint-dir (none: start at step 0)")
     return parser
 
 
@@ -150,31 +120,34 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train; returns the final step, the losses of the steps run, ``‖WᵀW − I‖`` and the model."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    directory = args.checkpoint_dir.absolute()
-    if directory.exists() and not directory.is_dir():
-        parser.error(f"argument --checkpoint-dir: {str(args.checkpoint_dir)!r} is not a directory")
+    directory = _training.make_directory(parser, args.checkpoint_dir.absolute(), "--checkpoint-dir")
 
     x, y = make_data(args.seed)
     model = Model(rngs=nnx.Rngs(args.seed))
     optimizer = nnx.Optimizer(model, OPTIMIZERS[args.optimizer](args.lr, MANIFOLDS), wrt=nnx.Param)
 
-    options = ocp.CheckpointManagerOptions(max_to_keep=2)
-    with ocp.CheckpointManager(directory, options=options) as manager:
-        start = manager.latest_step()
-        if start is not None and not args.resume:
+    # An orbax.checkpoint.CheckpointManager; _training restores (ocp.args.StandardRestore) the newest
+    # checkpoint that reads and saves (ocp.args.StandardSave) over one that did not.
+    with _training.orbax_manager(directory, max_to_keep=2) as manager:
+        newest = manager.latest_step()
+        if newest is not None and not args.resume:
             parser.error(f"argument --checkpoint-dir: {str(args.checkpoint_dir)!r} holds checkpoints "
-                         f"(the newest at step {start}): pass --resume, or choose another directory")
-        if start is None:
-            start = 0
-            if args.resume:
-                print(f"no checkpoint in {args.checkpoint_dir}: starting at step 0", file=sys.stderr)
-        else:
+                         f"(the newest at step {newest}): pass --resume, or choose another directory")
+        start = 0
+        if args.resume:
             # Restore into the fresh objects' structure: a checkpoint records arrays, not types.
             target = {"model": nnx.state(model), "optimizer": nnx.state(optimizer)}
-            restored = manager.restore(start, args=ocp.args.StandardRestore(target))
-            nnx.update(model, restored["model"])
-            nnx.update(optimizer, restored["optimizer"])
-            print(f"resumed from step {start} in {args.checkpoint_dir}")
+            try:
+                found = _training.load_latest_orbax(manager, target, other_flags="another --optimizer")
+            except ValueError as error:  # none of the checkpoints reads
+                parser.error(str(error))
+            if found is None:
+                print(f"no checkpoint in {args.checkpoint_dir}: starting at step 0", file=sys.stderr)
+            else:
+                start, restored = found
+                nnx.update(model, restored["model"])
+                nnx.update(optimizer, restored["optimizer"])
+                print(f"resumed from step {start} in {args.checkpoint_dir}")
 
         losses: list[float] = []
         for step in range(start + 1, args.steps + 1):
@@ -185,8 +158,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             if step % args.log_every == 0 or step in (start + 1, args.steps):
                 print(f"step {step:5d}  loss {loss:.3e}  ‖WᵀW − I‖ {orthonormality_error(model):.1e}")
             if step % args.checkpoint_every == 0 or step == args.steps:
-                state = {"model": nnx.state(model), "optimizer": nnx.state(optimizer)}
-                manager.save(step, args=ocp.args.StandardSave(state), force=True)
+                _training.save_orbax(manager, step, {"model": nnx.state(model), "optimizer": nnx.state(optimizer)})
     if start >= args.steps:
         print(f"nothing to do: the checkpoint is at step {start} ≥ --steps {args.steps}")
     return {"step": max(start, args.steps), "losses": losses,

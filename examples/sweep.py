@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
             resume = bool(_training.checkpoints(run_dir))
             print(f"[{i}/{len(runs)}] {run_dir.name}" + (" (resuming)" if resume else ""))
             train.main(flags + (["--resume"] if resume else []))
-    args.out.mkdir(parents=True, exist_ok=True)
+    _training.make_directory(parser, args.out, "--out")
     rows = collect(points, args.out)
     print(_write_tables(args.example, rows, [name for name, _ in args.grid], args.out), end="")
     print(f"tables: {args.out / 'results.md'}, {args.out / 'results.csv'}")

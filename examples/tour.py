@@ -9,13 +9,19 @@ Run it with ``python examples/tour.py`` (or ``make tour``). Each step prints wha
 3. A ChainRules-style rule for a callable object with fields: its ``∂self``.
 4. A directional derivative: ``jax.jvp`` of ``rules.qr`` runs its explicit pushforward (also
    callable directly as ``rules.frule``), against ``jax.jvp`` of ``jnp.linalg.qr``.
-5. For every linear-algebra rule: agreement with finite differences and with JAX's own autodiff,
-   and the time of our gradient relative to JAX's.
+5. ``rules.inv``, ``rules.qr`` and ``rules.lq`` only (the rules of ``CASES``, which the heading
+   names; the test suite checks all the rules): ``rules.testing.check_rrule`` on a small float64 case,
+   agreement of the float64 gradient with JAX's own autodiff, and the float32 gradient time relative
+   to JAX's: the median and range of the ratio over alternated rounds (ours, JAX's, ours, JAX's, …),
+   each round timing many calls of the compiled gradients. Speed figures are measured properly in
+   ``benchmarks/RESULTS.md`` (``make bench``).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -99,48 +105,108 @@ def step_jvp(key):
           f"dQ {rel(q_dot, q_ref):.1e}, dR {rel(r_dot, r_ref):.1e}")
 
 
-def _median_time(fn, *args, repeats=15):
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One row of step 5: ``rules.<rule>`` against ``theirs``, JAX's own function, at ``shape``."""
+
+    label: str
+    rule: str
+    theirs: Callable
+    shape: tuple[int, ...]
+    square: bool  # a square matrix argument (shifted to be well conditioned) and a 3×3 small case
+
+    @property
+    def ours(self) -> Callable:
+        return getattr(rules, self.rule)
+
+
+def lq_with_jax(a):
+    q, r = jnp.linalg.qr(jnp.swapaxes(a, -1, -2))
+    return jnp.swapaxes(r, -1, -2), jnp.swapaxes(q, -1, -2)
+
+
+CASES = (
+    Case("inv 4096×4×4", "inv", jnp.linalg.inv, (4096, 4, 4), True),
+    Case("inv 128×128", "inv", jnp.linalg.inv, (128, 128), True),
+    Case("qr 256×32", "qr", jnp.linalg.qr, (256, 32), False),
+    Case("qr 1024×8×8", "qr", jnp.linalg.qr, (1024, 8, 8), False),
+    Case("lq 32×256", "lq", lq_with_jax, (32, 256), False),
+)
+ROUNDS = 7  # rounds of the speed ratio: its median and range are printed
+
+
+def rules_named(cases) -> list[str]:
+    """The rules of ``cases``, in order, each once: what step 5's heading names."""
+    return list(dict.fromkeys(case.rule for case in cases))
+
+
+def scoreboard_heading(cases, rounds: int = ROUNDS) -> str:
+    names = [f"rules.{name}" for name in rules_named(cases)]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return (f"5. {listed} only (the test suite checks every rule): check_rrule on a small float64 "
+            f"case,\n   the float64 gradient vs JAX's autodiff, the float32 gradient time ours/JAX "
+            f"(median and range of {rounds} alternated rounds)")
+
+
+def _time_calls(fn, args, calls: int, clock) -> float:
+    t0 = clock()
+    for _ in range(calls):
         jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    return clock() - t0
 
 
-def step_scoreboard(key):
-    def lq_with_jax(a):
-        q, r = jnp.linalg.qr(jnp.swapaxes(a, -1, -2))
-        return jnp.swapaxes(r, -1, -2), jnp.swapaxes(q, -1, -2)
+def time_ratio(ours, theirs, *args, rounds: int = ROUNDS, calls: int | None = None,
+               clock=time.perf_counter, round_seconds: float = 0.05):
+    """``time(ours) / time(theirs)``: its median, minimum and maximum over ``rounds`` rounds.
 
-    cases = [
-        ("inv 4096×4×4", rules.inv, jnp.linalg.inv, (4096, 4, 4), True),
-        ("inv 128×128", rules.inv, jnp.linalg.inv, (128, 128), True),
-        ("qr 256×32", rules.qr, jnp.linalg.qr, (256, 32), False),
-        ("qr 1024×8×8", rules.qr, jnp.linalg.qr, (1024, 8, 8), False),
-        ("lq 32×256", rules.lq, lq_with_jax, (32, 256), False),
-    ]
-    print("5. every rule: float64 check_rrule (small case), float32 gradient time vs JAX's autodiff")
-    for label, ours, theirs, shape, square in cases:
-        small_shape = (2, 3, 3) if square else (4, 3)
-        small = jax.random.normal(key, small_shape, jnp.float64)
-        if square:
-            small = small + 3 * jnp.eye(3, dtype=jnp.float64)
-        rules.testing.check_rrule(ours, small)
-        a = jax.random.normal(key, shape, jnp.float32)
-        if square:
-            a = a + 2 * np.sqrt(shape[-1]) * jnp.eye(shape[-1], dtype=jnp.float32)
+    Both functions are called once first (to compile them). Each round times ``calls`` calls of
+    ``ours``, then ``calls`` calls of ``theirs``, each call waited for; the rounds alternate, so a
+    change of the machine's speed during the measurement reaches both. ``calls=None`` picks enough
+    calls for a round of about ``round_seconds`` per function.
+    """
+    jax.block_until_ready(ours(*args))
+    jax.block_until_ready(theirs(*args))
+    if calls is None:
+        once = max(_time_calls(ours, args, 1, clock), _time_calls(theirs, args, 1, clock))
+        calls = max(1, math.ceil(round_seconds / max(once, 1e-9)))
+    ratios = []
+    for _ in range(rounds):
+        t_ours = _time_calls(ours, args, calls, clock)
+        t_theirs = _time_calls(theirs, args, calls, clock)
+        ratios.append(t_ours / t_theirs)
+    return float(np.median(ratios)), float(min(ratios)), float(max(ratios))
+
+
+def format_ratio(median: float, low: float, high: float, rounds: int = ROUNDS) -> str:
+    return f"{median:.2f}× ({low:.2f}–{high:.2f} over {rounds} rounds)"
+
+
+def _shift_diagonal(a, c):
+    """``a + c·I`` on every matrix of the batch, in ``a``'s dtype (a NumPy scalar ``c`` would make
+    a float32 ``a`` float64 under x64), without implicit rank promotion."""
+    return a + float(c) * jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+
+
+def step_scoreboard(key, cases=CASES, rounds: int = ROUNDS, calls: int | None = None):
+    print(scoreboard_heading(cases, rounds))
+    for case in cases:
+        small = jax.random.normal(key, (2, 3, 3) if case.square else (4, 3), jnp.float64)
+        if case.square:
+            small = _shift_diagonal(small, 3.0)
+        rules.testing.check_rrule(case.ours, small)
+        a = jax.random.normal(key, case.shape, jnp.float32)
+        if case.square:
+            a = _shift_diagonal(a, 2 * np.sqrt(case.shape[-1]))
 
         def loss(fn, a):
             return sum(jnp.sum(jnp.sin(y)) for y in jax.tree_util.tree_leaves(fn(a)))
 
-        g_ours = jax.jit(jax.grad(lambda a: loss(ours, a)))
-        g_jax = jax.jit(jax.grad(lambda a: loss(theirs, a)))
+        g_ours = jax.jit(jax.grad(lambda a, fn=case.ours: loss(fn, a)))
+        g_jax = jax.jit(jax.grad(lambda a, fn=case.theirs: loss(fn, a)))
         agreement = rel(g_ours(a.astype(jnp.float64)), g_jax(a.astype(jnp.float64)))
-        ratio = _median_time(g_ours, a) / _median_time(g_jax, a)
-        print(f"   {label:14s} finite differences: passed | vs JAX's gradient {agreement:.1e} | "
-              f"time ours/JAX {ratio:.2f}")
+        ratio = format_ratio(*time_ratio(g_ours, g_jax, a, rounds=rounds, calls=calls), rounds)
+        print(f"   {case.label:14s} check_rrule: passed | vs JAX's gradient {agreement:.1e} | "
+              f"time ours/JAX {ratio}")
 
 
 def main() -> None:

@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for key, value in QUICK.items():
             setattr(args, key, value)
     dtype = _training.configure_dtype(args.dtype)
-    args.out.mkdir(parents=True, exist_ok=True)
+    _training.make_directory(parser, args.out, "--out")
     hierarchy = make_hierarchy(args)
     print(f"{args.tree} tree: {hierarchy.size} nodes, depth {hierarchy.depth.max()}, "
           f"{len(hierarchy.edges)} closure edges")

@@ -16,8 +16,10 @@ state that is not finite or has ``‖z‖ > 10`` (:data:`DIVERGED_NORM`; the exa
   or ``{"where": "training", "step": …}`` for a run whose training loss stopped being finite, or
   ``null``. A metric that is not finite is ``null``.
 
-In the plots a diverged model's legend entry says when, each time panel marks the divergence with
-a dotted vertical line, and a cross marks the last point drawn of its trajectory before it.
+In the plots each panel marks only the divergences in it, those from its initial condition: a
+legend in the panel names the model and the time, each time panel draws a dotted vertical line
+there, and a cross marks the last point drawn of the trajectory before it. A training divergence
+(every rollout not finite) is said in the figure's legend.
 
 Usage::
 
@@ -42,8 +44,9 @@ from jax import lax
 from examples import _training
 from examples.rigid_body import data, models
 
-__all__ = ["DIVERGED_NORM", "INERTIAS", "INITIAL_CONDITIONS", "describe_divergence", "divergence_index", "figures",
-           "main", "plot", "reference", "restore_run", "rollout", "rollout_divergence", "rollout_metrics", "validate"]
+__all__ = ["DIVERGED_NORM", "INERTIAS", "INITIAL_CONDITIONS", "ROLLOUT_METRICS", "describe_divergence",
+           "divergence_index", "figures", "format_metric", "format_table", "main", "plot", "reference", "restore_run",
+           "rollout", "rollout_divergence", "rollout_metrics", "validate"]
 
 N_STEPS = 500
 INERTIAS = {"paper": data.PAPER_INERTIA, "code": data.CODE_INERTIA}
@@ -52,6 +55,8 @@ DIVERGED_NORM = 10.0
 """A rollout state with ``‖z‖`` above this (or not finite) has diverged."""
 INITIAL_CONDITIONS = ("(sin 1.1, 0, cos 1.1)", "(0, sin 1.1, cos 1.1)")
 """The validation initial conditions, as :func:`data.validation_initial_conditions` orders them."""
+ROLLOUT_METRICS = ("rollout_error", "final_error", "norm_drift")
+"""The keys of :func:`rollout_metrics`; printed as ``n/a`` for a model that diverged (:func:`format_metric`)."""
 
 PyTree = Any
 
@@ -199,8 +204,20 @@ def _sphere(ax) -> None:
     ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", linewidth=0.4)
 
 
+def _panel_divergences(ax, colors: dict[str, str], stop_times: dict[str, float | None]) -> None:
+    """A legend in the panel naming the models whose rollout diverged in it, and when; none if none did."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colors[name], linestyle=":", marker="X", linewidth=1.5,
+                      label=f"{name} diverged at t = {when:g}")
+               for name, when in stop_times.items() if when is not None]
+    if handles:
+        ax.legend(handles=handles, loc="upper left", fontsize=8, framealpha=0.9,
+                  title=f"‖z‖ > {DIVERGED_NORM:g} or not finite", title_fontsize=8)
+
+
 def _trajectory_axes(ax, rollouts: dict[str, np.ndarray], ref: np.ndarray, i: int, colors: dict[str, str],
-                     stops: dict[str, np.ndarray]) -> None:
+                     stops: dict[str, np.ndarray], stop_times: dict[str, float | None]) -> None:
     _sphere(ax)
     for name, predicted in rollouts.items():
         z = predicted[i]
@@ -213,6 +230,7 @@ def _trajectory_axes(ax, rollouts: dict[str, np.ndarray], ref: np.ndarray, i: in
             ax.plot(*z[drawn[-1], :, None], color=colors[name], marker="X", markersize=9, linestyle="none")
     ax.plot(*ref[i].T, **_REFERENCE)
     ax.set(xlim=(-1.2, 1.2), ylim=(-1.2, 1.2), zlim=(-1.2, 1.2), xlabel="z₁", ylabel="z₂", zlabel="z₃")
+    _panel_divergences(ax, colors, stop_times)
 
 
 def _time_axes(ax, curves: dict[str, np.ndarray], t: np.ndarray, ylabel: str, ylim: tuple[float, float],
@@ -231,24 +249,22 @@ def _time_axes(ax, curves: dict[str, np.ndarray], t: np.ndarray, ylabel: str, yl
         ax.set_yscale("log")
     ax.set(xlabel="t", ylabel=ylabel, ylim=ylim, xlim=(t[0], t[-1]))
     ax.grid(alpha=0.3)
+    _panel_divergences(ax, colors, stop_times)
 
 
-def _label(name: str, stop_times: list[float | None], diverged_at: dict[str, Any] | None) -> str:
+def _label(name: str, diverged_at: dict[str, Any] | None) -> str:
+    """A model's entry in a figure's legend: a training divergence holds for every panel; a rollout's does not."""
     if diverged_at is not None and diverged_at["where"] == "training":
         return f"{name} (training diverged at step {diverged_at['step']})"
-    times = [when for when in stop_times if when is not None]
-    return f"{name} (diverged at t = {min(times):g})" if times else name
+    return name
 
 
-def _legend(fig, labels: dict[str, str], colors: dict[str, str], reference: bool, diverged: bool) -> None:
+def _legend(fig, labels: dict[str, str], colors: dict[str, str], reference: bool) -> None:
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colors[name], linewidth=1.5, label=label) for name, label in labels.items()]
     if reference:
         handles.append(Line2D([], [], label=_REFERENCE_LABEL, **_REFERENCE))
-    if diverged:
-        handles.append(Line2D([], [], color="0.3", linestyle=":", marker="X", linewidth=1.5,
-                              label=f"diverged: ‖z‖ > {DIVERGED_NORM:g} or not finite"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=9, frameon=False)
 
 
@@ -262,9 +278,10 @@ def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float,
         step: the time step ``h``.
         diverged_at: each model's ``diverged_at`` (summary), for a training divergence's label.
 
-    Each diverged model's legend entry gives the earliest divergence (:func:`divergence_index`),
-    and each panel marks its own. The error is drawn from the first predicted state on (the first
-    ``T`` states are given).
+    Each panel names the models that diverged in it (:func:`divergence_index` of its initial
+    condition) in a legend of its own; the figure's legend names every model, and says a training
+    divergence. The error is drawn from the first predicted state on (the first ``T`` states are
+    given).
     """
     plt = _pyplot()
     diverged_at = diverged_at or {}
@@ -273,9 +290,10 @@ def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float,
     predicted = slice(data.N_IN, None)
     colors = {name: f"C{k}" for k, name in enumerate(rollouts)}
     stops = {name: divergence_index(p) for name, p in rollouts.items()}
-    stop_times = {name: [float(t[k]) if k >= 0 else None for k in index] for name, index in stops.items()}
-    labels = {name: _label(name, stop_times[name], diverged_at.get(name)) for name in rollouts}
-    diverged = any(when is not None for times in stop_times.values() for when in times)
+    # stop_times[i][name]: when the rollout of `name` from initial condition i diverged, None if it did not.
+    stop_times = [{name: float(t[index[i]]) if index[i] >= 0 else None for name, index in stops.items()}
+                  for i in range(n)]
+    labels = {name: _label(name, diverged_at.get(name)) for name in rollouts}
     norms = {name: np.linalg.norm(p, axis=-1) for name, p in rollouts.items()}
     errors = {name: np.linalg.norm(p - ref, axis=-1)[:, predicted] for name, p in rollouts.items()}
     panels = {"norm": (norms, t, "‖z(t)‖", _NORM_LIMITS, False, True),
@@ -287,35 +305,33 @@ def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float,
     fig = plt.figure(figsize=(11, 5.6), layout="constrained")
     for i in range(n):
         ax = fig.add_subplot(1, n, i + 1, projection="3d")
-        _trajectory_axes(ax, rollouts, ref, i, colors, stops)
+        _trajectory_axes(ax, rollouts, ref, i, colors, stops, stop_times[i])
         ax.set_title(f"z₀ = {INITIAL_CONDITIONS[i]}", fontsize=10)
     fig.suptitle(f"Rollouts on the unit sphere, {ref.shape[1] - 1} steps of h = {step}")
-    _legend(fig, labels, colors, reference=True, diverged=diverged)
+    _legend(fig, labels, colors, reference=True)
     out["trajectories"] = fig
 
     for name, (curves, times, ylabel, ylim, log, exact) in panels.items():
         fig, axes = plt.subplots(1, n, figsize=(11, 4.2), sharey=True, layout="constrained")
         for i, ax in enumerate(axes):
-            _time_axes(ax, {k: v[i] for k, v in curves.items()}, times, ylabel, ylim, log, colors,
-                       {k: v[i] for k, v in stop_times.items()}, exact)
+            _time_axes(ax, {k: v[i] for k, v in curves.items()}, times, ylabel, ylim, log, colors, stop_times[i],
+                       exact)
             ax.set_title(f"z₀ = {INITIAL_CONDITIONS[i]}", fontsize=10)
         fig.suptitle(titles[name])
-        _legend(fig, labels, colors, reference=exact, diverged=diverged)
+        _legend(fig, labels, colors, reference=exact)
         out[name] = fig
 
     fig = plt.figure(figsize=(12, 4.4), layout="constrained")
     ax = fig.add_subplot(1, 3, 1, projection="3d")
-    _trajectory_axes(ax, rollouts, ref, 0, colors, stops)
+    _trajectory_axes(ax, rollouts, ref, 0, colors, stops, stop_times[0])
     ax.set(title="trajectory", zlabel="")  # the z label would run into the next panel's ticks
     for position, (name, (curves, times, ylabel, ylim, log, exact)) in zip((3, 2), panels.items()):
         ax = fig.add_subplot(1, 3, position)
-        _time_axes(ax, {k: v[0] for k, v in curves.items()}, times, ylabel, ylim, log, colors,
-                   {k: v[0] for k, v in stop_times.items()}, exact)
+        _time_axes(ax, {k: v[0] for k, v in curves.items()}, times, ylabel, ylim, log, colors, stop_times[0],
+                   exact)
         ax.set(ylabel="", title={"norm": "norm ‖z(t)‖", "error": "error ‖z(t) − z_ref(t)‖"}[name])  # room for the 3-D axes
     fig.suptitle(f"Rigid body from z₀ = {INITIAL_CONDITIONS[0]}: {ref.shape[1] - 1} steps of h = {step}")
-    first = {name: times[:1] for name, times in stop_times.items()}  # the overview shows the first IC only
-    _legend(fig, {name: _label(name, first[name], diverged_at.get(name)) for name in rollouts}, colors,
-            reference=True, diverged=any(when is not None for times in first.values() for when in times))
+    _legend(fig, labels, colors, reference=True)
     out["overview"] = fig
     return out
 
@@ -353,8 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Evaluate the runs, write the plots and ``summary.json``; return the summary."""
+def main(argv: Sequence[str] | None = None, *, describe_divergences: bool = True) -> dict[str, Any]:
+    """Evaluate the runs, write the plots and ``summary.json``; return the summary.
+
+    ``describe_divergences=False`` leaves out the line on each diverged model after the table: the
+    demo's trainers have printed it (the table's last column still says where).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     rollouts, summaries, inertia = {}, {}, None
@@ -377,14 +397,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         at = at if at is not None and at["where"] == "training" else rollout_divergence(predicted)
         summaries[label] = trained | metrics | {"diverged": at is not None, "diverged_at": at,
                                                 "run_dir": str(run_dir)}
-    args.out.mkdir(parents=True, exist_ok=True)
+    _training.make_directory(parser, args.out, "--out")
     paths = plot(rollouts, ref, data.STEP, args.out, {k: s["diverged_at"] for k, s in summaries.items()})
     summary = _training.json_safe({"n_steps": args.n_steps, "step": data.STEP, "inertia": inertia,
                                    "models": summaries})
     _training.write_json(args.out / "summary.json", summary)
     print(format_table(summary["models"]))
     for name, s in summary["models"].items():
-        if s["diverged_at"] is not None:
+        if describe_divergences and s["diverged_at"] is not None:
             print(f"{name}: {describe_divergence(s['diverged_at'])}")
     print("plots: " + ", ".join(str(p) for p in paths))
     print(f"summary: {args.out / 'summary.json'}")
@@ -402,12 +422,25 @@ def _diverged_cell(diverged_at: dict[str, Any] | None) -> str:
     return f"step {diverged_at['step']}" if diverged_at["where"] == "training" else f"t = {diverged_at['t']:g}"
 
 
+def format_metric(summary: dict[str, Any], key: str, spec: str) -> str:
+    """``summary[key]`` formatted with ``spec``, or ``n/a`` for a number the model does not have.
+
+    That is one that is not finite, and every rollout metric (:data:`ROLLOUT_METRICS`) of a model
+    that diverged: its errors and drift measure the blow-up, not the model, and may still be finite
+    (a rollout past ``‖z‖ > 10`` that is stopped before it overflows). The trainer, the demo and
+    the evaluation print them alike.
+    """
+    if key in ROLLOUT_METRICS and summary.get("diverged_at") is not None:
+        return "n/a"
+    return _training.format_value(summary[key], spec)
+
+
 def format_table(summaries: dict[str, dict[str, Any]]) -> str:
-    """A fixed-width table of the models' summaries; ``n/a`` for a metric a diverged model lacks."""
+    """A fixed-width table of the models' summaries; ``n/a`` for a metric a model lacks (:func:`format_metric`)."""
     header = f"{'model':<12}" + "".join(f"{title:>13}" for _, title, _ in _COLUMNS) + f"{'diverged':>13}"
     rows = [header]
     for name, s in summaries.items():
-        cells = [_training.format_value(s[key], fmt) if key in s else "-" for key, _, fmt in _COLUMNS]
+        cells = [format_metric(s, key, fmt) if key in s else "-" for key, _, fmt in _COLUMNS]
         cells.append(_diverged_cell(s.get("diverged_at")))
         rows.append(f"{name:<12}" + "".join(f"{c:>13}" for c in cells))
     return "\n".join(rows)

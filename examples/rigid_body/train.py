@@ -158,10 +158,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             hparams=("model", "steps", "batch_size", "lr_start", "lr_end", "seed", "dtype", "inertia"),
             fields={"parameters": models.parameter_count(params)} | metrics,
             metrics=("final_loss", "rollout_error", "norm_drift"), diverged_at=diverged_at)
-    f = _training.format_value
-    print(f"{args.model}: final loss {f(summary['final_loss'], '.3e')}, rollout error "
-          f"{f(summary['rollout_error'], '.3e')}, ‖z‖ drift {f(summary['norm_drift'], '.3e')}, "
-          f"{summary['train_time_s']:.1f} s ({f(summary['steps_per_s'], '.0f')} steps/s); logs in {run_dir}")
+    f = functools.partial(evaluate.format_metric, summary)
+    print(f"{args.model}: final loss {f('final_loss', '.3e')}, rollout error {f('rollout_error', '.3e')}, "
+          f"‖z‖ drift {f('norm_drift', '.3e')}, {summary['train_time_s']:.1f} s "
+          f"({f('steps_per_s', '.0f')} steps/s); logs in {run_dir}")
     if diverged_at is not None:
         print(f"{args.model}: {evaluate.describe_divergence(diverged_at)}")
     return summary

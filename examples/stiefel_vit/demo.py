@@ -68,8 +68,9 @@ def _curves(history_by_run: dict[str, list[dict[str, float | None]]], diverged_a
         drawn = False
         for k, (name, history) in enumerate(history_by_run.items()):
             values = np.asarray([r[key] for r in history], dtype=float)  # null (diverged): NaN, not drawn
+            # Markers: a line through one evaluation (a short run) draws nothing.
             ax.plot([r["step"] for r in history], np.maximum(values, 1e-9) if log else values,
-                    color=f"C{k}", linewidth=1.2)
+                    color=f"C{k}", linewidth=1.2, marker="o", markersize=3)
             drawn |= bool(np.isfinite(values).any())
             if diverged_at[name] is not None:
                 ax.axvline(diverged_at[name], color=f"C{k}", linestyle=":", linewidth=1.5)
@@ -78,7 +79,7 @@ def _curves(history_by_run: dict[str, list[dict[str, float | None]]], diverged_a
         ax.grid(alpha=0.3)
     labels = [name if diverged_at[name] is None else f"{name} (diverged at step {diverged_at[name]}, dotted)"
               for name in history_by_run]
-    fig.legend(handles=[Line2D([], [], color=f"C{k}", linewidth=1.5, label=label)
+    fig.legend(handles=[Line2D([], [], color=f"C{k}", linewidth=1.5, marker="o", markersize=3, label=label)
                         for k, label in enumerate(labels)],
                loc="outside lower center", ncols=min(len(labels), 3), fontsize=9, frameon=False)
     fig.savefig(path, dpi=90)

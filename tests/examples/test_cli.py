@@ -1,12 +1,13 @@
 """Every example program's flags: a mistake is one line naming the flag, exit status 2; --help shows defaults."""
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from examples import sweep
+from examples import multihost, sweep
 from examples.rigid_body import demo as rigid_demo
 from examples.rigid_body import evaluate
 from examples.rigid_body import train as rigid_train
@@ -25,23 +26,26 @@ BAD = {
         (["--devices", "2", "--batch-size", "31"], "--devices"), (["--model", "rnn"], "--model"),
         (["--dtype", "float16"], "--dtype"), (["--inertia", "book"], "--inertia"),
         (["--log-dir", "FILE"], "--log-dir"), (["--cache-dir", "FILE"], "--cache-dir"), (["--stpes", "5"], "--stpes"),
+        (["--log-dir", "FILE/run"], "--log-dir"), (["--cache-dir", "FILE/cache"], "--cache-dir"),
     ],
     vit_train: [
         (["--lr", "-1"], "--lr"), (["--eval-every", "-1"], "--eval-every"), (["--train-size", "0"], "--train-size"),
         (["--train-size", "100000"], "--train-size"), (["--width", "30"], "--width"), (["--heads", "0"], "--heads"),
         (["--depth", "0"], "--depth"), (["--optimizer", "sgd"], "--optimizer"), (["--seed", "-2"], "--seed"),
+        (["--log-dir", "FILE/run"], "--log-dir"),
     ],
     evaluate: [
         (["RUN", "--n-steps", "-3"], "--n-steps"), (["RUN", "--n-steps", "2"], "--n-steps"),
         (["DIR"], "argument runs"), (["DIR/missing"], "argument runs"), (["RUN", "--out", "FILE"], "--out"),
+        (["RUN", "--out", "FILE/eval"], "--out"),
     ],
     rigid_demo: [
         (["--steps", "-5"], "--steps"), (["--batch-size", "0"], "--batch-size"), (["--seed", "-1"], "--seed"),
-        (["--out", "FILE"], "--out"),
+        (["--out", "FILE"], "--out"), (["--out", "FILE/demo"], "--out"),
     ],
     vit_demo: [
         (["--steps", "0"], "--steps"), (["--lr", "-1"], "--lr"), (["--seeds", "0", "-1"], "--seeds"),
-        (["--", "--depth", "0"], "--depth"), (["--", "--bogus"], "--bogus"),
+        (["--", "--depth", "0"], "--depth"), (["--", "--bogus"], "--bogus"), (["--out", "FILE/demo"], "--out"),
     ],
     sweep: [
         (["rigid_body", "--out", "DIR", "--grid", "modle=vpt"], "--modle"),
@@ -51,6 +55,14 @@ BAD = {
         (["rigid_body", "--out", "DIR", "--grid", "model="], "--grid"),
         (["stiefel_vit", "--out", "DIR", "--grid", "width=30"], "--width"),
         (["rigid", "--out", "DIR"], "example"), (["rigid_body"], "--out"),
+        (["rigid_body", "--out", "FILE/sweep"], "--out"),
+    ],
+    multihost: [
+        (["--coordinator", "nohost"], "--coordinator"), (["--coordinator", "host:"], "--coordinator"),
+        (["--coordinator", ":1234"], "--coordinator"), (["--coordinator", "host:0"], "--coordinator"),
+        (["--coordinator", "host:65536"], "--coordinator"), (["--coordinator", "host:port"], "--coordinator"),
+        (["--out", "FILE/results.json"], "--out"), (["--out", "DIR"], "--out"),
+        (["--process-id", "1"], "--process-id"), (["--num-processes", "2"], "--coordinator"),
     ],
 }
 
@@ -62,9 +74,9 @@ def test_a_bad_flag_is_one_line_naming_it(program, argv, flag, tmp_path, capsys)
     (tmp_path / "FILE").write_text("")
     (tmp_path / "RUN").mkdir()
     (tmp_path / "RUN" / "config.json").write_text("{}")
-    names = {"FILE": tmp_path / "FILE", "RUN": tmp_path / "RUN", "DIR": tmp_path, "DIR/missing": tmp_path / "missing"}
+    names = {"RUN": tmp_path / "RUN", "DIR": tmp_path, "DIR/missing": tmp_path / "missing"}
     with pytest.raises(SystemExit) as stop:
-        program.main([str(names.get(arg, arg)) for arg in argv])
+        program.main([str(tmp_path / arg) if arg.startswith("FILE") else str(names.get(arg, arg)) for arg in argv])
     assert stop.value.code == 2
     out, err = capsys.readouterr()
     assert not out and len(err.splitlines()) == 1, err
@@ -86,3 +98,20 @@ def test_the_command_line_exits_2_without_a_traceback():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and not done.stdout
     assert done.stderr == "python -m examples.rigid_body.train: error: argument --steps: expected an integer ≥ 1; got '-5'\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["examples.rigid_body.train", "--log-dir", "FILE/run"],
+     ("python -m examples.rigid_body.train: error: argument --log-dir: 'FILE/run' cannot be a directory: "
+      "'FILE' is a file\n")),
+    (["examples.multihost", "--coordinator", "nohost", "--num-processes", "2"],
+     ("python -m examples.multihost: error: argument --coordinator: expected HOST:PORT with PORT an integer "
+      "1–65535; got 'nohost'\n")),
+], ids=["log-dir under a file", "coordinator without a port"])
+def test_the_command_line_says_one_line_where_python_raised(argv, message, tmp_path):
+    """Once a ``NotADirectoryError`` from ``mkdir``, and an ``IndexError`` from ``jax.distributed.initialize``."""
+    (tmp_path / "FILE").write_text("")
+    done = subprocess.run([sys.executable, "-m", *argv], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr == message

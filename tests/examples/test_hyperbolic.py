@@ -56,11 +56,12 @@ def test_quick_run_writes_metrics_table_and_picture(tmp_path):
     (["--dims", "0"], "--dims"), (["--epochs", "-1"], "--epochs"), (["--lr", "nan"], "--lr"),
     (["--branching", "1"], "--branching"), (["--tree", "wordnet"], "--tree"), (["--negatives", "0"], "--negatives"),
     (["--nodes", "1"], "--nodes"), (["--burn-in", "-1"], "--burn-in"), (["--out", "FILE"], "--out"),
+    (["--out", "FILE/run"], "--out"),
 ])
 def test_a_bad_flag_is_one_line_naming_it(argv, flag, tmp_path, capsys):
     (tmp_path / "FILE").write_text("")
     with pytest.raises(SystemExit) as stop:
-        train.main([str(tmp_path / a) if a == "FILE" else a for a in argv])
+        train.main([str(tmp_path / a) if a.startswith("FILE") else a for a in argv])
     assert stop.value.code == 2
     out, err = capsys.readouterr()
     assert not out and len(err.splitlines()) == 1 and flag in err, err

@@ -78,3 +78,21 @@ def test_demo_plots_every_optimizer(tmp_path, capsys):
     (run,) = tmp_path.iterdir()
     assert (run / "curves.png").stat().st_size > 1000
     assert "test accuracy" in capsys.readouterr().out
+
+
+def test_curves_of_one_evaluation_are_visible(tmp_path, monkeypatch):
+    """A short run evaluates once or twice: a line without markers through one point draws nothing."""
+    import matplotlib.pyplot as plt
+
+    drawn, close = [], plt.close
+    monkeypatch.setattr(plt, "close", drawn.append)  # keep the figure that `_curves` closes
+    record = {"step": 2, "train_loss": 2.1, "test_loss": 2.2, "test_accuracy": 0.3, "orthonormality_error": 1e-7}
+    demo._curves({"manifold_adam": [record], "adam": [record | {"step": 4}]}, {"manifold_adam": None, "adam": None},
+                 tmp_path / "curves.png")
+    (fig,) = drawn
+    try:
+        lines = [line for ax in fig.axes for line in ax.lines]
+        assert len(lines) == 2 * 4 and all(len(line.get_xdata()) == 1 for line in lines)
+        assert all(line.get_marker() not in (None, "None", "", " ") and line.get_markersize() > 0 for line in lines)
+    finally:
+        close(fig)

@@ -1,4 +1,5 @@
 """The loop and files every example's trainer shares (:mod:`examples._training`), without a model."""
+import argparse
 import json
 import math
 import os
@@ -90,3 +91,49 @@ def test_json_files_are_strict_json(tmp_path):
     stored = json.loads((tmp_path / "x.json").read_text(), parse_constant=reject)
     assert stored == {"nan": None, "list": [None, None, 1.5], "nested": {"x": None}, "kept": 2, "path": str(tmp_path)}
     assert stored == json.loads(json.dumps(_training.json_safe(data), allow_nan=False, default=str))
+
+
+def _state(step):
+    return _training.TrainState(step, {"w": jnp.full(3, float(step))}, (jnp.zeros(()),), 7)
+
+
+@pytest.mark.parametrize("damage", [b"", b"not an archive at all", None], ids=["empty", "garbage", "truncated"])
+def test_an_unreadable_checkpoint_is_named_and_the_previous_one_used(tmp_path, capsys, damage):
+    older = _training.save_checkpoint(tmp_path, _state(3))
+    newer = _training.save_checkpoint(tmp_path, _state(6))
+    # NumPy reads bytes that are no archive as a pickle and says "allow_pickle=False": no advice to repeat.
+    newer.write_bytes(newer.read_bytes()[:200] if damage is None else damage)
+    path, state = _training.load_latest(tmp_path, lambda p: _training.load_checkpoint(p, _state(0)))
+    assert path == older and state.step == 3 and float(state.params["w"][0]) == 3
+    assert capsys.readouterr().err == (f"warning: checkpoint {newer} is unreadable (truncated or corrupt); "
+                                       f"using the previous readable checkpoint, {older}\n")
+
+    older.write_bytes(b"")
+    with pytest.raises(ValueError) as error:
+        _training.load_latest(tmp_path, lambda p: _training.load_checkpoint(p, _state(0)))
+    assert str(error.value) == (f"no readable checkpoint in {tmp_path}: checkpoint_00000006.npz, "
+                                "checkpoint_00000003.npz (truncated or corrupt)")
+    assert not capsys.readouterr().err
+
+
+def test_a_checkpoint_of_other_flags_says_so(tmp_path, capsys):
+    _training.save_checkpoint(tmp_path, _state(3))
+    other = _training.TrainState(0, {"w": jnp.zeros(4)}, (jnp.zeros(()),), 7)  # another size
+    expected = (r"checkpoint_00000003.npz \(its `params_000` has shape \(3,\) and dtype float\d+, this run expects "
+                r"\(4,\) and float\d+: written with other flags\?\)")
+    with pytest.raises(ValueError, match=expected):
+        _training.load_latest(tmp_path, lambda p: _training.load_checkpoint(p, other))
+
+
+def test_a_directory_under_a_file_is_a_flag_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    assert _training.directory(str(tmp_path / "new" / "run")) == tmp_path / "new" / "run"
+    with pytest.raises(argparse.ArgumentTypeError, match="is a file"):
+        _training.directory(str(tmp_path / "file" / "run"))
+    with pytest.raises(argparse.ArgumentTypeError, match="exists and is not a directory"):
+        _training.directory(str(tmp_path / "file"))
+    assert _training.output_file(str(tmp_path / "new" / "x.json")) == tmp_path / "new" / "x.json"
+    with pytest.raises(argparse.ArgumentTypeError, match="is a file, not a directory"):
+        _training.output_file(str(tmp_path / "file" / "x.json"))
+    with pytest.raises(argparse.ArgumentTypeError, match="is a directory"):
+        _training.output_file(str(tmp_path))
