@@ -137,7 +137,10 @@ def _when(failed: jax.Array, report: Any, *values: jax.Array) -> jax.Array:
     program with effects on its slow path (every eager call of a jitted step pays for it), while
     a pure callback whose result is unused would be dropped by the compiler. Under ``vmap`` a
     batched ``failed`` turns the ``cond`` into a ``select`` that runs the callback for every
-    element, so ``report`` decides again from the values it receives."""
+    element, so ``report`` decides again from the values it receives. The values are cut from
+    differentiation (a check has no derivative, and JAX's pure callbacks refuse a tangent), so an
+    optimizer step stays differentiable, e.g. for meta-learning."""
+    values = tuple(lax.stop_gradient(v) for v in values)
     zero = np.zeros((), np.int32)  # the callback's result: its shape and dtype
 
     def call(*v: jax.Array) -> jax.Array:

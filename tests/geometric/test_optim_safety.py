@@ -157,3 +157,28 @@ def test_pieces_alone():
     u, _ = optim.to_riemannian_gradients(SPEC).update(g, optax.EmptyState(), p)
     np.testing.assert_array_equal(u["w"], ST.egrad_to_rgrad(p["w"], g["w"]))
     np.testing.assert_array_equal(u["b"], g["b"])
+
+
+@pytest.mark.parametrize("name", ["riemannian_adam", "riemannian_sgd", "manifold_adam",
+                                  "global_tangent_adam"])
+def test_a_checked_step_stays_differentiable(name):
+    """The checks have no derivative: forward and reverse mode through init and update (as in
+    meta-learning a step size) agree with finite differences, checks on."""
+    opt = getattr(optim, name)(0.05, SPEC)
+
+    def after_steps(scale):
+        p = params()
+        p = {"w": p["w"], "b": jnp.full(4, 0.5) * scale}
+        state = opt.init(p)
+        for _ in range(2):
+            updates, state = opt.update(jax.grad(loss)(p), state, p)
+            p = optax.apply_updates(p, updates)
+        return loss(p)
+
+    s = jnp.float32(1.0)
+    jvp = jax.jvp(after_steps, (s,), (jnp.float32(1.0),))[1]
+    grad = jax.grad(after_steps)(s)
+    fd = (after_steps(s + 1e-2) - after_steps(s - 1e-2)) / 2e-2
+    assert abs(float(grad)) > 0.1
+    np.testing.assert_allclose(jvp, grad, rtol=1e-4)
+    np.testing.assert_allclose(grad, fd, rtol=2e-2, atol=1e-3)
