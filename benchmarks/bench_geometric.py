@@ -13,7 +13,7 @@ from geometric import optim
 from geometric._core.rotations import rotate
 from rules.internal import householder_qr_factor
 
-from ._harness import Table, fmt_time, median_time
+from ._harness import Table, fmt_ratio, fmt_time, interleaved, median_time
 from ._peers import THREADS, Peers, alternate_many
 
 RETRACTIONS = ("qr", "polar", "cayley", "exp")
@@ -216,6 +216,79 @@ def _retraction_table(quick: bool) -> Table:
     return table
 
 
+def _checked_step(make_opt, manifold, batch=()):
+    """A jitted ``update`` + ``apply_updates`` with a given gradient, and its arguments."""
+    opt = make_opt(manifold)
+    keys = jax.random.split(jax.random.PRNGKey(0), math.prod(batch)).reshape(*batch, -1)
+    y = jnp.vectorize(manifold.random_point, signature="(k)->" + "(" + ",".join(
+        f"d{i}" for i in range(len(manifold.shape))) + ")")(keys) if batch else \
+        manifold.random_point(jax.random.PRNGKey(0))
+    g = 1e-3 * _rand(y.shape, 1, y.dtype)
+
+    @jax.jit
+    def step(y, g, state):
+        updates, state = opt.update(g, state, y)
+        return optax.apply_updates(y, updates), state
+
+    return step, (y, g, opt.init(y))
+
+
+class _NoDomain:
+    """``m`` with its domain check (nan outside the domain) switched off, for the A/B rows."""
+
+    def __init__(self, m):
+        self.cls = type(m)
+        self.hook = self.cls._outside
+
+    def __enter__(self):
+        self.cls._outside = lambda self, x: None
+
+    def __exit__(self, *exc):
+        self.cls._outside = self.hook
+
+
+def _checks_table(quick: bool) -> Table:
+    n, p = (256, 16) if quick else (2048, 64)
+    table = Table("What the safety checks cost: one optimizer step with them / without",
+                  ["optimizer, manifold", "with", "without", "ratio"])
+    point_checks = [
+        (f"riemannian_adam, St({n}, {p})", geometric.Stiefel(n, p), optim.riemannian_adam),
+        (f"manifold_adam, St({n}, {p})", geometric.Stiefel(n, p), optim.manifold_adam),
+        ("riemannian_adam, St(64, 8)", geometric.Stiefel(64, 8), optim.riemannian_adam),
+    ]
+    for label, m, make in point_checks:
+        on = _checked_step(lambda m: make(1e-3, m), m)
+        off = _checked_step(lambda m: make(1e-3, m, check_points=False), m)
+        (t_on, t_off), ratio = interleaved([on[0], off[0]], [on[1], off[1]],
+                                           budget=0.3 if quick else 1.5)
+        table.rows.append([f"{label}: check_points", fmt_time(t_on), fmt_time(t_off),
+                           fmt_ratio(ratio)])
+    domain_checks = [("riemannian_adam, SPD(32)", geometric.SPD(32), ()),
+                     ("riemannian_adam, PoincareBall(16), 4096 points", geometric.PoincareBall(16),
+                      (4096,))]
+    for label, m, batch in domain_checks:
+        on = _checked_step(lambda m: optim.riemannian_adam(1e-3, m, check_points=False), m, batch)
+        with _NoDomain(m):
+            off = _checked_step(lambda m: optim.riemannian_adam(1e-3, m, check_points=False), m,
+                                batch)
+            jax.block_until_ready(off[0](*off[1]))  # traced and compiled without the check
+        (t_on, t_off), ratio = interleaved([on[0], off[0]], [on[1], off[1]],
+                                           budget=0.3 if quick else 1.5)
+        table.rows.append([f"{label}: domain (nan outside)", fmt_time(t_on), fmt_time(t_off),
+                           fmt_ratio(ratio)])
+    table.notes += [
+        "`check_points` (the default): `init` refuses a start off the manifold, and each update "
+        "compares 64 entries per manifold leaf with where the last one put them, behind one "
+        "condition per update (a callback runs only on failure). The domain rows: the methods' "
+        "nan for points outside the manifold's domain (a Cholesky factorisation for SPD, a norm "
+        "for the ball), against the same step compiled without it.",
+        "Median of per-round ratios, sides alternated; compare with the noise floor of this run "
+        "(JAX's program timed against itself): a ratio inside it is parity.",
+    ]
+    return table
+
+
 def tables(quick: bool) -> list[Table]:
     peers = _geoopt_table(quick)
-    return [_scaling_table(quick)] + ([peers] if peers else []) + [_retraction_table(quick)]
+    return ([_scaling_table(quick)] + ([peers] if peers else []) + [_retraction_table(quick),
+            _checks_table(quick)])
