@@ -10,8 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import DTypeLike
 
-__all__ = ["HALF_DTYPES", "INEXACT_DTYPES", "REAL_DTYPES", "as_inexact_matrix", "check_array",
-           "check_matrix", "is_half", "promote_operands", "refuse_half", "solve_broadcast"]
+__all__ = ["HALF_DTYPES", "INEXACT_DTYPES", "REAL_DTYPES", "UnsupportedDtypeError",
+           "as_inexact_matrix", "check_array", "check_matrix", "is_half", "promote_operands",
+           "refuse_half", "solve_broadcast"]
 
 REAL_DTYPES: tuple[DTypeLike, ...] = (jnp.float32, jnp.float64)
 INEXACT_DTYPES: tuple[DTypeLike, ...] = (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128)
@@ -65,13 +66,21 @@ def as_inexact_matrix(fname: str, argname: str, x: Any, *, square: bool = False,
     return x
 
 
+class UnsupportedDtypeError(NotImplementedError, TypeError):
+    """A half-precision operand to a factorisation: JAX's ``NotImplementedError("Unsupported
+    dtype …")`` on the CPU, so code that catches JAX's error catches ours, and a ``TypeError``,
+    which is what it is."""
+
+
 def refuse_half(fname: str, argname: str, x: jax.Array) -> None:
-    """Raise ``TypeError`` for a half-precision ``x`` that would be factorised on CPU or GPU."""
+    """Raise :class:`UnsupportedDtypeError` for a half-precision ``x`` that would be factorised on
+    CPU or GPU."""
     if is_half(x) and jax.default_backend() != "tpu":
-        raise TypeError(f"{fname}: `{argname}` has dtype {x.dtype}, which the "
-                        f"{jax.default_backend()} backend's factorisations (LAPACK, cuSOLVER) do "
-                        "not take: they take float32, float64, complex64 and complex128. Cast it, "
-                        f"e.g. `{argname}.astype(jnp.float32)`, and the result back.")
+        raise UnsupportedDtypeError(
+            f"{fname}: `{argname}` has dtype {x.dtype}. Unsupported dtype {x.dtype}: the "
+            f"{jax.default_backend()} backend's factorisations (LAPACK, cuSOLVER) take float32, "
+            f"float64, complex64 and complex128. Cast it, e.g. `{argname}.astype(jnp.float32)`, "
+            "and the result back.")
 
 
 def is_half(x: jax.Array) -> bool:
