@@ -25,7 +25,9 @@ The kernels, each choosing its route by size and platform (``rules/_kernels/``, 
 * QR: :func:`qr_factor` (CholeskyQR with a Householder fallback, ``diag(R) ≥ 0``),
   :func:`householder_qr_factor`, :func:`haar_frame`, :func:`gram_error`;
 * Cholesky: :func:`triangular_solver`;
-* symmetric matrix functions: :func:`sym_function` (Daleckii–Krein derivative),
+* functions of Hermitian matrices: :func:`sym_function` (Daleckii–Krein derivative, exact at
+  repeated eigenvalues, as the rules ``rules.hermitian_function``, ``sqrtmh``, ``logmh`` and
+  ``powmh``, which share its code), :func:`log_divided_differences` (the matrix of ``D log``),
   :func:`polar_factor`, :func:`arctan_sv`;
 * the exponential's companion :func:`phi` (``exp(X) = I + Xφ(X)``).
 """
@@ -51,10 +53,12 @@ from ._kernels.qr import householder_qr_factor as householder_qr_factor
 from ._kernels.qr import qr_factor as qr_factor
 from ._kernels.routes import cpu_route as cpu_route
 from ._kernels.spectral import arctan_sv as arctan_sv
+from ._kernels.spectral import log_divided_differences as log_divided_differences
 from ._kernels.spectral import polar_factor as polar_factor
 from ._kernels.spectral import sym_function as sym_function
 
 __all__ = ["HIGHEST", "INEXACT_DTYPES", "REAL_DTYPES", "Rule", "arctan_sv", "check_array",
            "check_matrix", "cpu_route", "eye_like", "gram_error", "haar_frame",
-           "householder_qr_factor", "laid_out", "mH", "match_varying", "mm", "mm_h", "mm_thin",
-           "phi", "polar_factor", "qr_factor", "routes", "sym_function", "triangular_solver"]
+           "householder_qr_factor", "laid_out", "log_divided_differences", "mH", "match_varying",
+           "mm", "mm_h", "mm_thin", "phi", "polar_factor", "qr_factor", "routes", "sym_function",
+           "triangular_solver"]

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import rules
-from rules.internal import mm, sym_function, triangular_solver
+from rules.internal import log_divided_differences, mm, triangular_solver
 
 from .._core.arrays import frobenius_inner, safe_sqrt, sym
 from .._core.checks import check_choice_field, check_int_field
@@ -61,8 +61,9 @@ class SPD(AbstractManifold):
     (``(XY)^{1/2} = C(CᵀYC)^{1/2}C⁻¹``; the Bures–Wasserstein ``exp`` leaves SPD(n) once
     ``I + L_X[V]`` is singular, beyond the injectivity radius, and the distance is computed as
     ``‖log_X(Y)‖_X``, accurate near ``Y = X`` where the trace formula cancels). Matrix functions
-    go through :func:`rules.internal.sym_function`, whose derivative (Daleckii–Krein) exists at
-    repeated eigenvalues, so ``dist`` and ``log`` are differentiable at ``Y = X``
+    are the rules :func:`rules.logmh`, :func:`rules.sqrtmh` and :func:`rules.hermitian_function`,
+    whose derivative (Daleckii–Krein) exists at repeated eigenvalues, so ``dist`` and ``log`` are
+    differentiable at ``Y = X``
     (``log`` is exactly 0 there for the affine metric). The distance's derivative at ``Y = X`` is
     0, a subgradient; ``dist²`` has its true derivative, 0.
 
@@ -125,7 +126,7 @@ class SPD(AbstractManifold):
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         # sym(G) has spectral radius ≈ √(2n); scaled, its exponential is well conditioned.
         s = sym(jax.random.normal(key, self.shape, dtype)) / math.sqrt(2 * self.n)
-        return sym(sym_function(jnp.exp, jnp.exp, s))
+        return rules.hermitian_function(s, jnp.exp)
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return sym(v)
@@ -162,7 +163,7 @@ class SPD(AbstractManifold):
         if self.metric == "bures_wasserstein":
             return 4 * sym(mm(x, g))
         w, q = rules.eigh(x)
-        return _from_eigenbasis(q, _to_eigenbasis(q, g) / _log_divided_differences(w) ** 2)
+        return _from_eigenbasis(q, _to_eigenbasis(q, g) / log_divided_differences(w) ** 2)
 
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "affine":
@@ -171,7 +172,7 @@ class SPD(AbstractManifold):
         w, q = rules.eigh(x)
         ut, vt = _to_eigenbasis(q, u), _to_eigenbasis(q, v)
         if self.metric == "log_euclidean":
-            return frobenius_inner(_log_divided_differences(w) ** 2 * ut, vt)
+            return frobenius_inner(log_divided_differences(w) ** 2 * ut, vt)
         return 0.5 * frobenius_inner(ut / _pair_sums(w), vt)
 
     # ------------------------------------------------------------------------------------------
@@ -180,12 +181,12 @@ class SPD(AbstractManifold):
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "affine":
             c = rules.cholesky(x)
-            return sym(mm(c, mm(sym_function(jnp.exp, jnp.exp, _whiten(c, v)), c.mT)))
+            return sym(mm(c, mm(rules.hermitian_function(_whiten(c, v), jnp.exp), c.mT)))
         w, q = rules.eigh(x)
         vt = _to_eigenbasis(q, v)
         if self.metric == "log_euclidean":
             log_x = jnp.log(w)[..., None] * _eye(w)
-            moved = sym_function(jnp.exp, jnp.exp, log_x + _log_divided_differences(w) * vt)
+            moved = rules.hermitian_function(log_x + log_divided_differences(w) * vt, jnp.exp)
             return sym(_from_eigenbasis(q, moved))
         lyap = _from_eigenbasis(q, vt / _pair_sums(w))  # L_X[V]: XL + LX = V
         return sym(x + v + mm(lyap, mm(x, lyap)))
@@ -196,10 +197,10 @@ class SPD(AbstractManifold):
             return sym(mm(c, mm(_affine_log(c, x, y), c.mT)))
         if self.metric == "log_euclidean":
             w, q = rules.eigh(x)
-            step = _logm(y) - _from_eigenbasis(q, jnp.log(w)[..., None] * _eye(w))
-            return _from_eigenbasis(q, _to_eigenbasis(q, step) / _log_divided_differences(w))
+            step = rules.logmh(y) - _from_eigenbasis(q, jnp.log(w)[..., None] * _eye(w))
+            return _from_eigenbasis(q, _to_eigenbasis(q, step) / log_divided_differences(w))
         c = rules.cholesky(x)
-        root = sym_function(_sqrt, _sqrt_slope, mm(c.mT, mm(y, c)))  # (CᵀYC)^{1/2}
+        root = rules.sqrtmh(mm(c.mT, mm(y, c)))  # (CᵀYC)^{1/2}
         # (XY)^{1/2} = C·root·C⁻¹, as (C⁻ᵀ(C·root)ᵀ)ᵀ
         t = triangular_solver(c)(mm(c, root).mT, left_side=True, transpose_a=True).mT
         return t + t.mT - 2 * x
@@ -209,7 +210,7 @@ class SPD(AbstractManifold):
             a = _affine_log(rules.cholesky(x), x, y)
             return safe_sqrt(frobenius_inner(a, a))
         if self.metric == "log_euclidean":
-            d = _logm(y) - _logm(x)
+            d = rules.logmh(y) - rules.logmh(x)
             return safe_sqrt(frobenius_inner(d, d))
         v = self._log(x, y)
         return safe_sqrt(self._inner(x, v, v))
@@ -227,29 +228,7 @@ def _whiten(c: jax.Array, v: jax.Array) -> jax.Array:
 
 def _affine_log(c: jax.Array, x: jax.Array, y: jax.Array) -> jax.Array:
     """``log(C⁻¹YC⁻ᵀ)`` as ``log1p(C⁻¹(Y - X)C⁻ᵀ)``: accurate for near points, 0 at ``Y = X``."""
-    return sym_function(jnp.log1p, _log1p_slope, _whiten(c, y - x))
-
-
-def _logm(x: jax.Array) -> jax.Array:
-    return sym_function(jnp.log, _reciprocal, x)
-
-
-def _reciprocal(w: jax.Array) -> jax.Array:
-    return 1 / w
-
-
-def _log1p_slope(w: jax.Array) -> jax.Array:
-    return 1 / (1 + w)
-
-
-def _sqrt(w: jax.Array) -> jax.Array:
-    # Eigenvalues of a positive definite matrix can round to slightly below 0 only when it is
-    # singular to working precision; clip them rather than return nan.
-    return jnp.sqrt(jnp.maximum(w, 0))
-
-
-def _sqrt_slope(w: jax.Array) -> jax.Array:
-    return 0.5 / jnp.sqrt(w)
+    return rules.hermitian_function(_whiten(c, y - x), jnp.log1p)
 
 
 def _eye(w: jax.Array) -> jax.Array:
@@ -266,16 +245,3 @@ def _from_eigenbasis(q: jax.Array, u: jax.Array) -> jax.Array:
 
 def _pair_sums(w: jax.Array) -> jax.Array:
     return w[..., :, None] + w[..., None, :]
-
-
-def _log_divided_differences(w: jax.Array) -> jax.Array:
-    r"""``L_ij = (log λᵢ - log λⱼ)/(λᵢ - λⱼ)``, ``1/λᵢ`` where ``λᵢ = λⱼ``: the matrix of ``D log``.
-
-    Written as ``log1p(d/λⱼ)/d`` with ``d = λᵢ - λⱼ``: no cancellation in ``log λᵢ - log λⱼ``
-    for close eigenvalues (``log1p(t)/t`` is accurate for small ``t``).
-    """
-    wi, wj = w[..., :, None], w[..., None, :]
-    d = wi - wj
-    equal = d == 0
-    safe = jnp.where(equal, 1, d)
-    return jnp.where(equal, 1 / jnp.sqrt(wi * wj), jnp.log1p(safe / wj) / safe)

@@ -36,6 +36,13 @@ def jitted(*static_argnames: str) -> Callable[[F], F]:
                     raise
                 fn(*args, **kwargs)
                 raise
+            except ValueError as e:
+                # A static argument jit cannot hash (an array as an exponent, a list as a
+                # function): likewise named by the rule's own checks, run unjitted.
+                if not str(e).startswith("Non-hashable static arguments"):
+                    raise
+                fn(*args, **kwargs)
+                raise
 
         return cast(F, call)
 
