@@ -18,8 +18,8 @@ import jax  # noqa: E402
 
 from ._harness import load_average, machine_info
 
-FAMILIES = ["noise", "linalg", "decompositions", "eager", "tensor", "forward", "geometric",
-            "hyperbolic", "training"]
+FAMILIES = ["noise", "linalg", "decompositions", "matfun", "eager", "tensor", "forward",
+            "geometric", "hyperbolic", "training"]
 
 
 def main() -> None:

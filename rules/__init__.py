@@ -17,6 +17,18 @@ from ._linalg.dense import det as det
 from ._linalg.dense import inv as inv
 from ._linalg.dense import slogdet as slogdet
 from ._linalg.dense import solve as solve
+from ._linalg.eig import eig as eig
+from ._linalg.eig import eigvals as eigvals
+from ._linalg.hermitian import hermitian_function as hermitian_function
+from ._linalg.hermitian import logmh as logmh
+from ._linalg.hermitian import powmh as powmh
+from ._linalg.hermitian import sqrtmh as sqrtmh
+from ._linalg.matfun import expm_frechet as expm_frechet
+from ._linalg.polar import polar as polar
+from ._linalg.sqrtm_logm import logm as logm
+from ._linalg.sqrtm_logm import sqrtm as sqrtm
+from ._linalg.sylvester import solve_continuous_lyapunov as solve_continuous_lyapunov
+from ._linalg.sylvester import solve_sylvester as solve_sylvester
 from ._linalg.matfun import cayley as cayley
 from ._linalg.matfun import expm as expm
 from ._linalg.qr import LQResult as LQResult
@@ -46,18 +58,30 @@ __all__ = [
     "cho_solve",
     "cholesky",
     "det",
+    "eig",
     "eigh",
+    "eigvals",
     "expm",
+    "expm_frechet",
     "frule",
+    "hermitian_function",
     "internal",
     "inv",
+    "logm",
+    "logmh",
     "lq",
     "mat_tensor_mul",
+    "polar",
+    "powmh",
     "qr",
     "register_frule",
     "rrule",
     "slogdet",
     "solve",
+    "solve_continuous_lyapunov",
+    "solve_sylvester",
+    "sqrtm",
+    "sqrtmh",
     "svd",
     "tensor_mat_mul",
     "tensor_tensor_mul",

@@ -59,6 +59,12 @@ DROP_INS = {
     "cholesky": "jax.numpy.linalg.cholesky", "qr": "jax.numpy.linalg.qr",
     "eigh": "jax.numpy.linalg.eigh", "svd": "jax.numpy.linalg.svd",
     "expm": "jax.scipy.linalg.expm", "cho_solve": "jax.scipy.linalg.cho_solve",
+    "expm_frechet": "jax.scipy.linalg.expm_frechet",
+    "polar": "jax.scipy.linalg.polar",
+    "sqrtm": "jax.scipy.linalg.sqrtm",
+    "solve_sylvester": "jax.scipy.linalg.solve_sylvester",
+    "solve_continuous_lyapunov": "scipy.linalg.solve_continuous_lyapunov",
+    "eig": "jax.numpy.linalg.eig", "eigvals": "jax.numpy.linalg.eigvals",
 }
 
 

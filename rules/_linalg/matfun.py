@@ -14,7 +14,7 @@ from .._kernels import jax_ops
 from .._kernels.lu import inverse
 from .._kernels.products import mm
 
-__all__ = ["cayley", "cayley_matrix", "expm", "inv_identity_plus"]
+__all__ = ["cayley", "cayley_matrix", "expm", "expm_frechet", "inv_identity_plus"]
 
 
 def inv_identity_plus(c: jax.Array) -> jax.Array:
@@ -192,3 +192,59 @@ def _expm_pullback(res, x_bar, *, max_squarings):
 
 
 _expm = Rule("expm", _expm_forward, _expm_pushforward, _expm_pullback)
+
+
+@jitted("method", "compute_expm")
+def expm_frechet(A: ArrayLike, E: ArrayLike, *, method: str | None = None,  # noqa: N803
+                 compute_expm: bool = True) -> jax.Array | tuple[jax.Array, jax.Array]:
+    r"""Fréchet derivative ``L(A, E)`` of the matrix exponential, as ``jax.scipy.linalg.expm_frechet``.
+
+    .. math::
+        L(A, E) = \int_0^1 e^{tA}\,E\,e^{(1-t)A}\,dt
+        = \frac{d}{dh}\Big|_{h=0} e^{A + hE}
+
+    The pushforward of :func:`expm` applied to ``E``: Al-Mohy & Higham's recurrence on the
+    intermediates of the scaling-and-squaring forward, the exact derivative of the computed
+    ``exp(A)``. It is differentiable in both arguments: linear in ``E`` (reverse mode runs
+    :func:`expm`'s pullback), and in ``A`` through the recurrence's intermediates (``expm``'s
+    second derivative). Derivation: ``docs/derivations/decompositions.md#expm``.
+
+    Args:
+      A: array of shape ``(..., n, n)``; integers and booleans are promoted as in ``jnp.linalg``.
+      E: the direction, of the shape of ``A`` and, once promoted, its dtype.
+      method: accepted as ``jax.scipy.linalg.expm_frechet`` accepts it (ignored there too).
+      compute_expm: also return ``exp(A)`` (the default, as in SciPy and JAX).
+
+    Returns:
+      ``(exp(A), L(A, E))``, or ``L(A, E)`` alone when ``compute_expm`` is False; each of the
+      shape and dtype of ``A``.
+
+    Raises:
+      TypeError: ``A`` or ``E`` is not an array of a numeric dtype, or their dtypes differ after
+        integer promotion.
+      ValueError: ``A`` is not of shape ``(..., n, n)`` or ``E`` not of ``A``'s shape.
+
+    References:
+      A. H. Al-Mohy, N. J. Higham, "Computing the Fréchet derivative of the matrix exponential,
+      with an application to condition number estimation", SIAM J. Matrix Anal. Appl. 30 (2009).
+
+    Examples:
+      >>> import jax.numpy as jnp, rules
+      >>> a = jnp.zeros((2, 2), jnp.float32)
+      >>> rules.expm_frechet(a, jnp.eye(2, dtype=jnp.float32))[1]   # L(0, E) = E
+      Array([[1., 0.],
+             [0., 1.]], dtype=float32)
+    """
+    a = as_inexact_matrix("expm_frechet", "A", A, square=True)
+    e = as_inexact_matrix("expm_frechet", "E", E, square=True)
+    if e.shape != a.shape:
+        raise ValueError(f"expm_frechet: `E` must have the shape of `A`, {a.shape}; got {e.shape}.")
+    if e.dtype != a.dtype:
+        raise TypeError(f"expm_frechet: `E` must have the dtype of `A`, {a.dtype}; got {e.dtype}.")
+    if method is not None and not isinstance(method, str):
+        raise TypeError(f"expm_frechet: `method` must be None or a str; got {type(method).__name__}.")
+    if not isinstance(compute_expm, bool):
+        raise TypeError(f"expm_frechet: `compute_expm` must be a bool; got "
+                        f"{type(compute_expm).__name__}.")
+    x, l = jax.jvp(lambda a: _expm(a, max_squarings=MAX_SQUARINGS), (a,), (e,))
+    return (x, l) if compute_expm else l

@@ -56,9 +56,23 @@ PUBLIC_RULES = {
     "eigh": ((_SPD,), ["eigh"]),
     "svd": ((rand((4, 3), 11),), ["svd"]),
     "expm": ((0.5 * _W3,), ["expm"]),
+    "expm_frechet": ((0.5 * _W3, _W3), ["expm"]),
+    "polar": ((rand((4, 3), 13),), ["polar_unitary", "polar_positive"]),
+    "solve_sylvester": ((_SPD, _SPD + jnp.eye(3), rand((3, 3), 15)), ["solve_sylvester"]),
+    "solve_continuous_lyapunov": ((-_SPD, rand((3, 3), 16)), ["solve_continuous_lyapunov"]),
+    "sqrtm": ((_SPD,), ["sqrtm"]),
+    "logm": ((_SPD,), ["logm"]),
+    "sqrtmh": ((_SPD,), ["hermitian_function"]),
+    "logmh": ((_SPD,), ["hermitian_function"]),
+    "powmh": ((_SPD,), ["hermitian_function"]),
+    "hermitian_function": ((_SPD,), ["hermitian_function"]),
+    "eig": ((rand((3, 3), 12),), ["eig"]),
+    "eigvals": ((rand((3, 3), 12),), ["eigvals"]),
 }
 # Rules whose signature is not a function of arrays alone, called through a wrapper.
-CALLS = {"cho_solve": lambda c, b: rules.cho_solve((c, True), b)}
+CALLS = {"cho_solve": lambda c, b: rules.cho_solve((c, True), b),
+         "powmh": lambda a: rules.powmh(a, 0.5),
+         "hermitian_function": lambda a: rules.hermitian_function(a, jnp.tanh)}
 NOT_RULES = {"rrule", "frule", "register_frule", "testing", "internal", "QRResult", "LQResult",
              "StrictlyLower", "StrictlyUpper", "SkewSymmetric", "Symmetric"}
 
@@ -194,6 +208,11 @@ def _empty_cases():
         ("inv (2, 0, 0)", rules.inv, (z((2, 0, 0)),), jnp.linalg.inv),
         ("inv (0, 3, 3)", rules.inv, (z((0, 3, 3)),), jnp.linalg.inv),
         ("cayley (0, 0)", rules.cayley, (z((0, 0)),), None),
+        ("eig (0, 3, 3)", rules.eig, (z((0, 3, 3)),), jnp.linalg.eig),
+        ("sqrtmh (0, 0)", rules.sqrtmh, (z((0, 0)),), None),
+        ("hermitian_function (2, 0, 0)", lambda a: rules.hermitian_function(a, jnp.tanh),
+         (z((2, 0, 0)),), None),
+        ("eigvals (2, 0, 0)", rules.eigvals, (z((2, 0, 0)),), jnp.linalg.eigvals),
         ("lq (0, 2)", rules.lq, (z((0, 2)),), None),
         ("lq (2, 0)", rules.lq, (z((2, 0)),), None),
         ("tensor_mat_mul k=0", rules.tensor_mat_mul, (z((3, 2, 0)), z((0, 4))), jnp.matmul),

@@ -57,6 +57,13 @@ def _frame(m, seed):
 
 C = jnp.complex128
 CASES = {
+    "solve_sylvester": (rules.solve_sylvester,
+                        (_spread((2, 6, 6), 70), _spread((2, 5, 5), 71), rand((2, 6, 5), 72))),
+    "solve_sylvester eigen complex": (
+        lambda a, b, c: rules.solve_sylvester(a, b, c, method="eigen"),
+        (_spread((6, 6), 73, C), _spread((5, 5), 74, C), rand((6, 5), 75, C))),
+    "solve_continuous_lyapunov": (rules.solve_continuous_lyapunov,
+                                  (-_spread((2, 6, 6), 76), rand((2, 6, 6), 77))),
     "inv": (rules.inv, (_spread((2, 6, 6), 1),)),
     "inv complex": (rules.inv, (_spread((6, 6), 2, C),)),
     "solve": (rules.solve, (_spread((2, 6, 6), 3), rand((2, 6, 3), 4))),

@@ -1,4 +1,5 @@
-"""Tests of rules/_linalg/matfun.py: the matrix exponential and the Cayley transform."""
+"""Tests of rules/_linalg/matfun.py: the matrix exponential, its Fréchet derivative and the
+Cayley transform."""
 
 import jax
 import jax.numpy as jnp
@@ -120,6 +121,57 @@ def test_expm_sharded_batch():
     a = rand((4, 5, 5), 9)
     assert_sharded_like_unsharded(
         jax.value_and_grad(lambda a: jnp.sum(jnp.sin(rules.expm(a)))), a, rtol=1e-11)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fréchet derivative of the exponential
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128, jnp.float32])
+def test_expm_frechet_matches_jax(dtype):
+    a, e = 0.7 * rand((3, 4, 4), 20, dtype), rand((3, 4, 4), 21, dtype)
+    tol = 1e-4 if dtype == jnp.float32 else 1e-11
+    for compute_expm in (True, False):
+        ours = rules.expm_frechet(a, e, compute_expm=compute_expm)
+        ref = jax.scipy.linalg.expm_frechet(a, e, compute_expm=compute_expm)
+        for o, r in zip(jax.tree.leaves(ours), jax.tree.leaves(ref)):
+            assert o.dtype == r.dtype and rel_err(o, r) < tol
+
+
+def test_expm_frechet_derivatives():
+    """Linear in E (expm's pullback), through A by expm's second derivative: against JAX's."""
+    a, e = 0.7 * rand((4, 4), 22), rand((4, 4), 23)
+    w = rand((4, 4), 24)
+
+    def loss(f):
+        return lambda a, e: jnp.sum(w * jnp.sin(f(a, e, compute_expm=False)))
+
+    ours = jax.grad(loss(rules.expm_frechet), argnums=(0, 1))(a, e)
+    ref = jax.grad(loss(jax.scipy.linalg.expm_frechet), argnums=(0, 1))(a, e)
+    for o, r in zip(ours, ref):
+        assert rel_err(o, r) < 1e-11
+    t = (rand((4, 4), 25), rand((4, 4), 26))
+    ours_t = jax.jvp(loss(rules.expm_frechet), (a, e), t)[1]
+    ref_t = jax.jvp(loss(jax.scipy.linalg.expm_frechet), (a, e), t)[1]
+    assert rel_err(ours_t, ref_t) < 1e-11
+    batched = jax.vmap(rules.expm_frechet)(a[None].repeat(2, 0), e[None].repeat(2, 0))
+    assert rel_err(batched[1][1], rules.expm_frechet(a, e)[1]) < 1e-14
+
+
+def test_expm_frechet_empty_and_bad_input():
+    z = jnp.zeros((2, 0, 0))
+    assert [x.shape for x in rules.expm_frechet(z, z)] == [(2, 0, 0)] * 2
+    a = jnp.eye(3)
+    with pytest.raises(ValueError, match=r"expm_frechet: `E` must have the shape of `A`, "
+                                         r"\(3, 3\); got \(2, 2\)"):
+        rules.expm_frechet(a, jnp.eye(2))
+    with pytest.raises(TypeError, match="expm_frechet: `E` must have the dtype of `A`, float64; "
+                                        "got float32"):
+        rules.expm_frechet(a, jnp.eye(3, dtype=jnp.float32))
+    with pytest.raises(ValueError, match=r"expm_frechet: `A` must have shape \(\.\.\., n, n\)"):
+        rules.expm_frechet(jnp.ones((2, 3)), jnp.ones((2, 3)))
+    with pytest.raises(TypeError, match="expm_frechet: `compute_expm` must be a bool; got str"):
+        rules.expm_frechet(a, a, compute_expm="yes")
 
 
 # ----------------------------------------------------------------------------------------------
