@@ -566,6 +566,19 @@ def load_latest_orbax(manager: ocp.CheckpointManager, target: PyTree, *,
     return None if found is None else (int(found[0].name), found[1])
 
 
+def resume_orbax(manager: ocp.CheckpointManager, target: PyTree, parser: argparse.ArgumentParser
+                 ) -> tuple[int, PyTree] | None:
+    """:func:`load_latest_orbax` for a program's ``--resume``: none readable is a flag error (exit
+    2, one line), no checkpoint at all a note that training starts at step 0."""
+    try:
+        found = load_latest_orbax(manager, target, other_flags="another --optimizer")
+    except ValueError as error:  # none of the checkpoints reads
+        parser.error(str(error))
+    if found is None:
+        print(f"no checkpoint in {manager.directory}: starting at step 0", file=sys.stderr)
+    return found
+
+
 def save_orbax(manager: ocp.CheckpointManager, step: int, state: PyTree) -> None:
     """Save ``state`` as the checkpoint of ``step``; one of that step that an earlier run left unreadable is replaced.
 

@@ -164,14 +164,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if args.resume:
             # Restore into the fresh objects' structure: a checkpoint records arrays, not types.
             params, static = eqx.partition(model, eqx.is_array)
-            try:
-                found = _training.load_latest_orbax(manager, {"model": params, "opt_state": opt_state},
-                                                    other_flags="another --optimizer")
-            except ValueError as error:  # none of the checkpoints reads
-                parser.error(str(error))
-            if found is None:
-                print(f"no checkpoint in {args.checkpoint_dir}: starting at step 0", file=sys.stderr)
-            else:
+            found = _training.resume_orbax(manager, {"model": params, "opt_state": opt_state}, parser)
+            if found is not None:
                 start, restored = found
                 model, opt_state = eqx.combine(restored["model"], static), restored["opt_state"]
                 print(f"resumed from step {start} in {args.checkpoint_dir}")

@@ -137,13 +137,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if args.resume:
             # Restore into the fresh objects' structure: a checkpoint records arrays, not types.
             target = {"model": nnx.state(model), "optimizer": nnx.state(optimizer)}
-            try:
-                found = _training.load_latest_orbax(manager, target, other_flags="another --optimizer")
-            except ValueError as error:  # none of the checkpoints reads
-                parser.error(str(error))
-            if found is None:
-                print(f"no checkpoint in {args.checkpoint_dir}: starting at step 0", file=sys.stderr)
-            else:
+            found = _training.resume_orbax(manager, target, parser)
+            if found is not None:
                 start, restored = found
                 nnx.update(model, restored["model"])
                 nnx.update(optimizer, restored["optimizer"])
