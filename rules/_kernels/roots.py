@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -184,10 +185,15 @@ def iterate(b: jax.Array, done: jax.Array, *, chain: bool, max_steps: int,
     the slice stops if :func:`pade_fits` ``(R − I)`` and otherwise starts the square root of
     ``R``; slices already ``done`` take none. A square root ends with the step from ``M_k`` with
     ``‖M_k − I‖₁ ≤ √u``, whose ``M_{k+1} − I = (M_k − I)² N_k / 4`` is at rounding level. The
-    batch steps until every slice is done or ``max_steps`` steps are taken (a ``lax.while_loop``;
-    the derivatives are :func:`frechet`). A slice that is done keeps stepping at its fixed point
-    ``M = I`` (``N = I``, ``μ = 1``, ``X`` unchanged), so that no step needs a mask; a slice done
-    at the start begins there, with ``M₀ = I``.
+    batch steps until every slice is done or ``max_steps`` steps are taken. A slice that is done
+    keeps stepping at its fixed point ``M = I`` (``N = I``, ``μ = 1``, ``X`` unchanged), so that no
+    step needs a mask; a slice done at the start begins there, with ``M₀ = I``.
+
+    With ``record`` the loop is a scan of ``max_steps`` steps, each a conditional that does
+    nothing once the batch is done (:func:`_steps`), so that JAX can differentiate the recorded
+    steps in reverse: second derivatives (:func:`frechet` in the residuals) go through them.
+    Without it, a ``lax.while_loop``, which stops at the batch's last step with no test per step
+    left; it serves the value alone, which JAX never differentiates (the rules' primal).
 
     Returns:
       ``(R, s, done, steps)``: the last square root of each slice, the number of square roots
@@ -198,12 +204,9 @@ def iterate(b: jax.Array, done: jax.Array, *, chain: bool, max_steps: int,
     tol = math.sqrt(jnp.finfo(b.dtype).eps / 2)
     eye = eye_like(b)
     batch = b.shape[:-2]
-    size = max_steps if record else 0
-    buffers = (jnp.zeros((size, *b.shape), b.dtype), jnp.zeros((size, *batch), real),
-               jnp.zeros((size, *batch), jnp.int8), jnp.zeros((size, *batch), bool))
 
-    def body(carry):
-        k, m, x, first, s, done, buffers = carry
+    def step(carry):
+        k, m, x, first, s, done = carry
         delta = norm1(m - eye)
         inv, log_det = _inverse_and_log_abs_det(m)
         mu = jnp.where(delta < _SCALING_OFF, jnp.ones((), real), jnp.exp(log_det / (-2 * n)))
@@ -219,23 +222,53 @@ def iterate(b: jax.Array, done: jax.Array, *, chain: bool, max_steps: int,
         mode = jnp.where(ends, jnp.where(last, 2, 1), 0).astype(jnp.int8)
         restart = ends & ~last
         m = jnp.where(restart[..., None, None], x_next, m_next)
-        if record:
-            buffers = tuple(lax.dynamic_update_index_in_dim(buf, new, k, 0)
-                            for buf, new in zip(buffers, (inv, mu, mode, first)))
-        return k + 1, m, x_next, restart, s + ends.astype(s.dtype), done | last, buffers
+        record_k = (inv, mu, mode, first) if record else ()
+        return (k + 1, m, x_next, restart, s + ends.astype(s.dtype), done | last), record_k
 
-    def cond(carry):
-        k, done = carry[0], carry[5]
-        return (k < max_steps) & ~jnp.all(done)
-
-    # Under shard_map every carry varies over the axes the input varies over.
-    state = match_varying(jnp.where(done[..., None, None], eye, b), b, ~done,
-                          jnp.zeros(batch, jnp.int32), done, buffers)
-    count, _, x, _, s, finished, buffers = lax.while_loop(
-        cond, body, (jnp.zeros((), jnp.int32), *state))
+    # A step not taken records the fixed point's step (N = I, μ = 1, no square root ends), which
+    # :func:`frechet` does not read either. Under shard_map every carry and record varies over
+    # the axes the input varies over.
+    skipped = match_varying(eye, jnp.ones(batch, real), jnp.zeros(batch, jnp.int8),
+                            jnp.zeros(batch, bool), b)[:-1] if record else ()
+    state = match_varying(jnp.zeros((), jnp.int32), jnp.where(done[..., None, None], eye, b), b,
+                          ~done, jnp.zeros(batch, jnp.int32), done)
+    if not record:
+        count, _, x, _, s, finished = lax.while_loop(
+            lambda carry: (carry[0] < max_steps) & ~jnp.all(carry[5]),
+            lambda carry: step(carry)[0], state)
+        return x, s, finished, None
+    (count, _, x, _, s, finished), buffers = _steps(
+        lambda carry, _: lax.cond(~jnp.all(carry[5]), step, lambda c: (c, skipped), carry),
+        state, jnp.arange(max_steps), lambda carry, start: ~jnp.all(carry[5]), skipped)
     inv, mu, mode, first = buffers
-    steps = RootSteps(b, done, finished, inv, mu, mode, first, count) if record else None
-    return x, s, finished, steps
+    return x, s, finished, RootSteps(b, done, finished, inv, mu, mode, first, count)
+
+
+def _steps(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
+           enter: Callable[[Any, int], jax.Array], skipped: Any) -> tuple[Any, Any]:
+    """``lax.scan(body, carry, xs)`` in two stretches, the first ``_FIRST_STRETCH`` steps and
+    the rest, each entered only if ``enter(carry, start)``; one not entered outputs ``skipped``
+    for each of its steps.
+
+    A ``lax.while_loop`` would stop at the last step some slice needs, but JAX cannot
+    reverse-differentiate one, and second derivatives go through these loops (reverse over
+    reverse). Each step of ``body`` tests in a conditional of its own whether it has work; the
+    second stretch spares a batch done early those tests.
+    """
+    length = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    bounds = [0, min(_FIRST_STRETCH, length), length]
+    outputs = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        part = jax.tree_util.tree_map(lambda v: v[start:stop], xs)
+        fill = jax.tree_util.tree_map(
+            lambda v: jnp.broadcast_to(v, (stop - start, *v.shape)), skipped)
+        carry, ys = lax.cond(enter(carry, start), lambda c, p: lax.scan(body, c, p),
+                             lambda c, p: (c, fill), carry, part)
+        outputs.append(ys)
+    return carry, jax.tree_util.tree_map(lambda *ys: jnp.concatenate(ys), *outputs)
+
+
+_FIRST_STRETCH = 8  # steps: a well-conditioned square root converges within them
 
 
 # ==============================================================================================
@@ -264,12 +297,13 @@ def frechet(steps: RootSteps, e: jax.Array, transpose: bool = False) -> jax.Arra
     The iteration on ``Bᵀ`` has the iterates ``M_kᵀ``, ``N_kᵀ``, ``X_kᵀ`` and the same ``μ_k``
     (they are rational functions of ``B``), and ``L(Bᵀ, ·)`` is the adjoint of ``L(B, ·)`` for a
     function with a real power series: the pullback runs the same recurrence forward, on the
-    transposed iterates.
+    transposed iterates. The recorded steps are scanned, each past ``taken`` skipped by a
+    conditional (:func:`_steps`): JAX differentiates this in the residuals, in reverse too, for
+    second derivatives.
     """
-    def body(k, carry):
+    def step(carry, record):
         x, m_dot, x_dot = carry
-        inv, mu, mode, first = (lax.dynamic_index_in_dim(buf, k, 0, keepdims=False)
-                                for buf in (steps.inv, steps.mu, steps.mode, steps.first))
+        inv, mu, mode, first = record
         if transpose:
             inv = inv.mT
         mu = mu.astype(inv.dtype)[..., None, None]
@@ -287,9 +321,16 @@ def frechet(steps: RootSteps, e: jax.Array, transpose: bool = False) -> jax.Arra
         m_dot, x_dot = lax.cond(jnp.any(mode > 0), ends, lambda m, x: (m, x), m_next, x_next)
         return (mu * x + xn / mu) / 2, m_dot, x_dot
 
+    def body(carry, k_record):
+        k, record = k_record
+        return lax.cond(k < steps.taken, step, lambda c, r: c, carry, record), ()
+
     b = steps.b.mT if transpose else steps.b
     m_dot = jnp.where(steps.start_done[..., None, None], jnp.zeros_like(e), e)
-    x_dot = lax.fori_loop(0, steps.taken, body, match_varying(b, m_dot, e))[2]
+    records = (steps.inv, steps.mu, steps.mode, steps.first)
+    (_, _, x_dot), _ = _steps(body, match_varying(b, m_dot, e),
+                              (jnp.arange(steps.inv.shape[0], dtype=steps.taken.dtype), records),
+                              lambda carry, start: start < steps.taken, ())
     return jnp.where(steps.finished[..., None, None], x_dot, jnp.nan)
 
 

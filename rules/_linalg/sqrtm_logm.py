@@ -77,9 +77,10 @@ def sqrtm(A: ArrayLike, blocksize: int = 1) -> jax.Array:
       held fixed), continued to the limit of the steps not taken: five products per step, no
       inverse, so a pushforward or pullback costs about what the forward does. It solves the
       Sylvester equation to rounding level. The pullback runs the same recurrence on the
-      transposed iterates (the iteration of ``Aᵀ``). Second derivatives: forward over reverse
-      (``jax.hessian``, ``jax.jvp`` of ``jax.grad``); the forward is a ``lax.while_loop``, so
-      reverse over reverse (``jax.grad`` of ``jax.grad``) raises JAX's ``while_loop`` error.
+      transposed iterates (the iteration of ``Aᵀ``). Second derivatives in either mode: forward
+      over reverse (``jax.hessian``, ``jax.jvp`` of ``jax.grad``) and reverse over reverse
+      (``jax.grad`` of ``jax.grad``); the iterations they differentiate are scans of fixed
+      length whose steps past convergence are skipped.
 
     References:
       N. J. Higham, "Functions of Matrices: Theory and Computation", SIAM (2008), §6.3, §6.4, §6.7.
@@ -215,7 +216,7 @@ def logm(A: ArrayLike) -> jax.Array:
       Padé step, ``d[(I + βY)⁻¹Y] = (I + βY)⁻¹Ẏ(I + βY)⁻¹`` with the forward's inverses: no
       inverse, five products per iteration step and two per Padé term. The pullback is the same
       on the transposed iterates, in reverse order of the stages. Second derivatives as
-      :func:`sqrtm`'s: forward over reverse.
+      :func:`sqrtm`'s: forward over reverse and reverse over reverse.
 
     References:
       N. J. Higham, "Functions of Matrices: Theory and Computation", SIAM (2008), §11.5.

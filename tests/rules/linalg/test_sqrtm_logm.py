@@ -182,6 +182,24 @@ def test_second_derivatives():
 
 
 @FUNCTIONS
+def test_reverse_over_reverse(f):
+    # Reverse over reverse goes through the recorded forward and the derivative's loops in
+    # reverse (JAX cannot transpose a while_loop): it agrees with forward over reverse.
+    a, w = _right_half_plane(3, 41), rand((3, 3), 42)
+
+    def loss(a):
+        return jnp.sum(w * f(a).real)
+
+    @jax.jit
+    def second_derivatives(a):
+        return (jax.jacfwd(jax.jacrev(loss))(a),
+                jax.grad(lambda a: jnp.sum(w * jax.grad(loss)(a)))(a))
+
+    forward_over_reverse, reverse_over_reverse = second_derivatives(a)
+    assert rel_err(reverse_over_reverse, jnp.einsum("ijkl,ij->kl", forward_over_reverse, w)) < 1e-9
+
+
+@FUNCTIONS
 def test_batch_vmap_and_jit_match_single_slices(f):
     # Slices converging after different numbers of steps (and square roots, for logm): the batch
     # runs the most, each slice keeps its own result and derivative.
