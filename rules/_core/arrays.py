@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["HIGHEST", "conj", "copyltu", "eye_like", "hermitian_part", "mH"]
+__all__ = ["HIGHEST", "as_complex", "conj", "copyltu", "eye_like", "hermitian_part", "mH", "norm1"]
 
 # Pullbacks and pushforwards ask for full precision so that TF32/bf16 matmuls on accelerators
 # cannot quietly spoil a derivative (as jax/_src/lax/linalg.py does in its JVP rules).
@@ -24,6 +24,19 @@ def mH(x: jax.Array) -> jax.Array:
 def conj(x: jax.Array) -> jax.Array:
     """Complex conjugate that adds no operation for real dtypes."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def as_complex(x: jax.Array) -> jax.Array:
+    """``x`` as complex of its precision (complex64 for float32, complex128 for float64); complex
+    ``x`` unchanged."""
+    if jnp.iscomplexobj(x):
+        return x
+    return x.astype(jnp.complex128 if jnp.finfo(x.dtype).bits == 64 else jnp.complex64)
+
+
+def norm1(x: jax.Array) -> jax.Array:
+    """``‖X‖₁`` (largest column sum of moduli) per slice, real."""
+    return jnp.max(jnp.sum(jnp.abs(x), axis=-2), axis=-1)
 
 
 def hermitian_part(x: jax.Array) -> jax.Array:

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._core.arrays import eye_like
+from .._core.arrays import eye_like, norm1
 from .lu import SolveFactors, solve_factors, solve_with
 from .products import mm
 from .routes import cpu_route
@@ -63,7 +63,7 @@ def pade_expm(a: jax.Array, max_squarings: int = MAX_SQUARINGS
     """
     m = 13 if jnp.finfo(a.dtype).bits == 64 else 7
     b = _coefficients(m)
-    norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)
+    norm = norm1(a)
     # ⌊·⌋ as jax.scipy.linalg.expm, not Higham's ⌈·⌉: ‖A/2ˢ‖₁ < 2θ, one squaring fewer, with
     # the truncation error of r_m still below the rounding of the squarings that follow.
     s = jnp.maximum(0, jnp.floor(jnp.log2(norm / _THETA[m])))

@@ -30,14 +30,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .._core.arrays import eye_like
+from .._core.arrays import eye_like, norm1
 from .._core.sharding import match_varying
-from .lu import inverse, lu_with_lower_inverse, upper_solve
+from .lu import inverse, lu_with_lower_inverse, slogdet_from_lu, upper_solve
 from .products import mm
 from .small import closed_form_applies
 
 __all__ = ["LOG_PADE", "MAX_STEPS", "LogmIntermediates", "RootSteps", "frechet", "iterate",
-           "log_abs_det", "log_pade", "log_pade_frechet", "logm", "logm_frechet", "norm1",
+           "log_abs_det", "log_pade", "log_pade_frechet", "logm", "logm_frechet",
            "pade_fits", "sqrtm"]
 
 # Steps of the iteration one call may take, all square roots of a chain together. Determinant
@@ -55,11 +55,6 @@ _SCALING_OFF = 1e-2
 # degree balances the cost of one more square root (a few iteration steps) against that of one
 # more term (one inverse).
 LOG_PADE = {jnp.dtype(jnp.float64): (12, 0.586), jnp.dtype(jnp.float32): (6, 0.646)}
-
-
-def norm1(x: jax.Array) -> jax.Array:
-    """``‖X‖₁`` (largest column sum of moduli) per slice, real."""
-    return jnp.max(jnp.sum(jnp.abs(x), axis=-2), axis=-1)
 
 
 def _real_dtype(x: jax.Array) -> jnp.dtype:
@@ -101,9 +96,8 @@ def _inverse_and_log_abs_det(m: jax.Array) -> tuple[jax.Array, jax.Array]:
     """
     if closed_form_applies(m):
         return _gauss_jordan(m)
-    lu, _, lower_inv = lu_with_lower_inverse(m)
-    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
-    return upper_solve(lu, lower_inv), jnp.sum(jnp.log(jnp.abs(diag)), axis=-1)
+    lu, pivots, lower_inv = lu_with_lower_inverse(m)
+    return upper_solve(lu, lower_inv), slogdet_from_lu(lu, pivots)[1]
 
 
 def _gauss_jordan(m: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -144,8 +138,8 @@ def log_abs_det(a: jax.Array) -> jax.Array:
     """``log|det A|`` per slice (real), from the pivots: no overflow of ``det A`` itself."""
     if closed_form_applies(a):
         return _gauss_jordan(a)[1]
-    lu = lax.linalg.lu(a)[0]
-    return jnp.sum(jnp.log(jnp.abs(jnp.diagonal(lu, axis1=-2, axis2=-1))), axis=-1)
+    lu, pivots, _ = lax.linalg.lu(a)
+    return slogdet_from_lu(lu, pivots)[1]
 
 
 def pade_fits(y: jax.Array) -> jax.Array:

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._core.arrays import HIGHEST, eye_like, mH
+from .._core.arrays import HIGHEST, as_complex, eye_like, mH
 from .lu import inverse
 from .products import mm
 from .routes import cpu_route
@@ -131,10 +131,6 @@ def lyapunov_factors(a: jax.Array) -> SylvesterFactors:
                      functools.partial(_sign_factors, b=None), a)
 
 
-def _complex(x: jax.Array) -> jax.Array:
-    return x.astype(jnp.complex128 if jnp.finfo(x.dtype).bits == 64 else jnp.complex64)
-
-
 def _diagonal(x: jax.Array) -> jax.Array:
     return jnp.diagonal(x, axis1=-2, axis2=-1)
 
@@ -159,7 +155,7 @@ def _complex_schur(t, u):
     overlap, so the entries they mix below the diagonal outside the block are zeros. One step
     per ``k``, elementwise on the batch; ``G = I`` where ``t[k, k-1] = 0``.
     """
-    t, u = _complex(t), _complex(u)
+    t, u = as_complex(t), as_complex(u)
     if t.shape[-1] == 1:
         return t, u
     eps = jnp.finfo(t.dtype).eps
@@ -235,7 +231,7 @@ def _no_sign_iterates(a, b):
 
 
 def _no_similarity(x):
-    z = jnp.zeros(x.shape, _complex(x).dtype)
+    z = jnp.zeros(x.shape, as_complex(x).dtype)
     return Similarity(z, z, z)
 
 

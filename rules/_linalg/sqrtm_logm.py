@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from .._core.arrays import as_complex
 from .._core.checks import UnsupportedDtypeError, as_inexact_matrix, is_half
 from .._core.dispatch import jitted
 from .._core.rule import Rule
@@ -128,29 +129,22 @@ def _as_matrix(fname: str, a: ArrayLike) -> jax.Array:
     return a
 
 
-def _complex(x: jax.Array) -> jax.Array:
-    """``x`` as complex of its precision (JAX's ``sqrtm`` returns complex for real input)."""
-    if jnp.iscomplexobj(x):
-        return x
-    return x.astype(jnp.complex64 if x.dtype == jnp.float32 else jnp.complex128)
-
-
 def _sqrtm_primal(a):
     if a.size == 0:
-        return _complex(a)
-    return _complex(kernel.sqrtm(a, record=False)[0])
+        return as_complex(a)
+    return as_complex(kernel.sqrtm(a, record=False)[0])
 
 
 def _sqrtm_forward(a):
     if a.size == 0:
-        return _complex(a), None
+        return as_complex(a), None
     x, steps = kernel.sqrtm(a)
-    return _complex(x), steps
+    return as_complex(x), steps
 
 
 def _sqrtm_pushforward(steps, a_dot):
     """``Ẋ = L(A, Ȧ)``: the derivative of the recorded iteration (real for real ``A``)."""
-    return _complex(kernel.frechet(steps, a_dot))
+    return as_complex(kernel.frechet(steps, a_dot))
 
 
 def _sqrtm_pullback(steps, x_bar):
