@@ -11,7 +11,7 @@ import numpy as np
 from jax.typing import DTypeLike
 
 __all__ = ["HALF_DTYPES", "INEXACT_DTYPES", "REAL_DTYPES", "UnsupportedDtypeError",
-           "as_inexact_matrix", "check_array", "check_matrix", "is_half", "promote_operands",
+           "as_inexact_matrix", "check_array", "check_matrix", "is_half", "promote_matrices", "promote_operands",
            "refuse_half", "solve_broadcast"]
 
 REAL_DTYPES: tuple[DTypeLike, ...] = (jnp.float32, jnp.float64)
@@ -96,10 +96,26 @@ def promote_operands(fname: str, argname: str, a: Any, b: Any) -> tuple[jax.Arra
     a_in, b_in = a, b
     a = as_inexact_matrix(fname, argname, a, square=True)
     b = _as_inexact_rhs(fname, b)
-    dtype = jnp.result_type(a_in.dtype, b_in.dtype)  # an integer operand takes the other's dtype
-    if not jnp.issubdtype(dtype, jnp.inexact):
-        dtype = _as_inexact_rhs(fname, jnp.zeros(1, dtype)).dtype
+    dtype = _common_inexact_dtype(a_in, b_in)
     return a.astype(dtype), b.astype(dtype)
+
+
+def promote_matrices(fname: str, named: dict[str, tuple[Any, bool]]) -> list[jax.Array]:
+    """Matrices ``{argname: (x, square)}`` checked, then promoted to one inexact dtype as
+    ``jax.numpy.linalg`` promotes the operands of a solve."""
+    arrays = [as_inexact_matrix(fname, name, x, square=square) for name, (x, square) in named.items()]
+    dtype = _common_inexact_dtype(*(x for x, _ in named.values()))
+    return [x.astype(dtype) for x in arrays]
+
+
+def _common_inexact_dtype(*xs: Any) -> Any:
+    """The dtype of the promoted operands: an integer operand takes the others' dtype; integers
+    alone become float32 or float64 (by their width) as in ``jnp.linalg``."""
+    dtype = jnp.result_type(*(x.dtype for x in xs))
+    if not jnp.issubdtype(dtype, jnp.inexact):
+        dtype = jax.dtypes.canonicalize_dtype(jnp.float64 if jnp.dtype(dtype).itemsize == 8
+                                              else jnp.float32)
+    return dtype
 
 
 def _as_inexact_rhs(fname: str, x: Any) -> jax.Array:

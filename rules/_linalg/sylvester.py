@@ -11,7 +11,7 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from .._core.arrays import conj, mH
-from .._core.checks import as_inexact_matrix
+from .._core.checks import promote_matrices
 from .._core.dispatch import jitted
 from .._core.rule import Rule
 from .._kernels import sylvester as kernel
@@ -111,7 +111,7 @@ def solve_sylvester(A: ArrayLike, B: ArrayLike, C: ArrayLike, *,
     fname = "solve_sylvester"
     if not isinstance(method, str) or method not in _METHODS:
         raise ValueError(f"{fname}: `method` must be 'schur' or 'eigen'; got {method!r}.")
-    a, b, c = _promoted(fname, ("A", "B", "C"), (A, B, C), (True, True, False))
+    a, b, c = promote_matrices(fname, {"A": (A, True), "B": (B, True), "C": (C, False)})
     m, n = c.shape[-2:]
     if a.shape[-1] != m or b.shape[-1] != n:
         raise ValueError(f"{fname}: `A` (..., m, m), `B` (..., n, n) and `C` (..., m, n) must "
@@ -214,7 +214,7 @@ def solve_continuous_lyapunov(a: ArrayLike, q: ArrayLike) -> jax.Array:
              [ 0.  , -0.25]], dtype=float32)
     """
     fname = "solve_continuous_lyapunov"
-    a, q = _promoted(fname, ("a", "q"), (a, q), (True, True))
+    a, q = promote_matrices(fname, {"a": (a, True), "q": (q, True)})
     n = a.shape[-1]
     if q.shape[-1] != n:
         raise ValueError(f"{fname}: `a` and `q` must have shapes (..., n, n) with the same n; got "
@@ -277,17 +277,6 @@ def _outer(a, left, right):
 def _inner(b, left, right):
     """``Rᵀ L``, summed over the batch where ``b`` has none (the cotangent of ``X op(B)``)."""
     return batched_product(right, left, True, False, sum_batch=b.ndim < left.ndim)
-
-
-def _promoted(fname: str, names: tuple[str, ...], args: tuple[Any, ...],
-              square: tuple[bool, ...]) -> list[jax.Array]:
-    """The arguments as matrices of one inexact dtype, promoted as ``jax.numpy.linalg`` does."""
-    arrays = [as_inexact_matrix(fname, name, x, square=sq)
-              for name, x, sq in zip(names, args, square)]
-    dtype = jnp.result_type(*(x.dtype for x in args))  # an integer takes the others' dtype
-    if not jnp.issubdtype(dtype, jnp.inexact):
-        dtype = as_inexact_matrix(fname, names[0], np.zeros((1, 1), dtype)).dtype
-    return [x.astype(dtype) for x in arrays]
 
 
 def _real_scalar(fname: str, name: str, x: Any, dtype: Any) -> jax.Array:
