@@ -237,11 +237,12 @@ def _eig_pullback(res, ct, *, real):
 _eig = Rule("eig", _eig_forward, _eig_pushforward, _eig_pullback, primal=_eig_primal)
 
 
-def _eig_tangent(w, v, v_inv, a_dot):
-    """``λ̇ = diag(P)``, ``v̇_j = u_j + c_j v_j`` with ``P = V⁻¹ Ȧ V`` and ``U = V (F ∘ P)``."""
+def _eig_tangent(w, v, v_inv, a_dot, times_gaps=None):
+    """``λ̇ = diag(P)``, ``v̇_j = u_j + c_j v_j`` with ``P = V⁻¹ Ȧ V`` and ``U = V (F ∘ P)``;
+    ``F ∘ P`` by ``times_gaps`` (:func:`_times_gaps` by default)."""
     p = mm(v_inv, mm(a_dot.astype(v.dtype), v))
     f, repeated = _inverse_gaps(w)
-    u = mm(v, _times_gaps(f, repeated, p))
+    u = mm(v, (times_gaps or _times_gaps)(f, repeated, p))
     real_row, v_k = _real_component(v)
     norm = -jnp.sum(conj(v) * u, axis=-2).real  # Re c_j: keeps ‖v_j‖ = 1
     phase = -jnp.sum(jnp.where(real_row, u, 0), axis=-2).imag / v_k  # Im c_j: keeps v_kj real
@@ -258,7 +259,7 @@ def _eig_decomposition(a, fname):
 @_eig_decomposition.defjvp
 def _eig_decomposition_jvp(fname, primals, tangents):
     w, v = out = _eig_decomposition(primals[0], fname)
-    return out, _eig_tangent(w, v, inverse(v), tangents[0])
+    return out, _eig_tangent(w, v, inverse(v), tangents[0], _times_gaps_linear)
 
 
 def _inverse_gaps(w):
@@ -281,6 +282,13 @@ def _times_gaps(f, repeated, x):
     other eigenvectors and the eigenvalues keep their finite derivatives.
     """
     return jnp.where(repeated & (x != 0), jnp.nan, f * x)
+
+
+def _times_gaps_linear(f, repeated, x):
+    """``F ∘ X`` with NaN at every repeated pair: linear in ``X``, so that JAX can transpose it
+    (reverse over reverse differentiates the decomposition through this); :func:`_times_gaps`'
+    test of ``X``'s entries is not."""
+    return jnp.where(repeated, jnp.nan, f) * x
 
 
 def _real_component(v):

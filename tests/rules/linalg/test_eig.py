@@ -194,6 +194,19 @@ def test_hessian():
     np.testing.assert_allclose(jnp.einsum("ijkl,kl->ij", h, d), fd, rtol=1e-7, atol=1e-8)
 
 
+@pytest.mark.parametrize("which", ["eigvals", "eig"])
+def test_reverse_over_reverse(which):
+    """Grad of grad differentiates the decomposition in reverse: it agrees with forward over
+    reverse (the decomposition's tangent map must be linear in the tangent to transpose)."""
+    a, w = rand((3, 3), 14), rand((3, 3), 15)
+    f = {"eigvals": lambda a: w[0] * jnp.abs(rules.eigvals(a)) ** 2,
+         "eig": lambda a: w * jnp.abs(rules.eig(a).eigenvectors) ** 2}[which]
+    loss = lambda a: jnp.sum(f(a))
+    reverse = jax.jit(jax.grad(lambda a: jnp.sum(w * jax.grad(loss)(a))))(a)
+    forward = jnp.einsum("ijkl,ij->kl", jax.jit(jax.jacfwd(jax.grad(loss)))(a), w)
+    assert rel_err(reverse, forward) < 1e-10
+
+
 def test_batch_vmap_jit():
     a = rand((2, 3, 4, 4), 12, jnp.complex128)
     c = rand((4, 4), 13)
