@@ -56,7 +56,7 @@ PUBLIC_RULES = {
     "eigh": ((_SPD,), ["eigh"]),
     "svd": ((rand((4, 3), 11),), ["svd"]),
     "expm": ((0.5 * _W3,), ["expm"]),
-    "expm_frechet": ((0.5 * _W3, _W3), ["expm"]),
+    "expm_frechet": ((0.5 * _W3, _W3), ["expm_frechet"]),
     "polar": ((rand((4, 3), 13),), ["polar_unitary", "polar_positive"]),
     "solve_sylvester": ((_SPD, _SPD + jnp.eye(3), rand((3, 3), 15)), ["solve_sylvester"]),
     "solve_continuous_lyapunov": ((-_SPD, rand((3, 3), 16)), ["solve_continuous_lyapunov"]),

@@ -5,9 +5,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.linalg
 
 import rules
-from rules.testing import check_rrule
+from rules.testing import check_frule, check_rrule
 from tests.helpers import rand, rel_err
 from tests.rules.linalg.sharded import assert_sharded_like_unsharded
 
@@ -127,40 +128,152 @@ def test_expm_sharded_batch():
 # Fréchet derivative of the exponential
 
 
+def _frechet_case(shape, seed, dtype=jnp.float64):
+    """``(A, E)``: skew-symmetric slices plus a small general part (well conditioned, no
+    overflow) of norms about 2, 80 and 1500, needing 0, 3 and 8 squarings, so both stretches of
+    the squaring loops run, each slice keeping its own count."""
+    k = rand(shape, seed)
+    scales = jnp.array([0.1, 10.0, 200.0])[: shape[0], None, None]
+    a = ((k - k.mT) * scales + rand(shape, seed + 1, scale=0.3)).astype(dtype)
+    return a, rand(shape, seed + 2, dtype)
+
+
+def _per_slice_err(x, y):
+    return max(rel_err(x[k], y[k]) for k in range(x.shape[0]))
+
+
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.complex128, jnp.float32])
-def test_expm_frechet_matches_jax(dtype):
-    a, e = 0.7 * rand((3, 4, 4), 20, dtype), rand((3, 4, 4), 21, dtype)
+def test_expm_frechet_matches_jax_and_scipy(dtype):
+    a, e = _frechet_case((3, 5, 5), 20, dtype)
     tol = 1e-4 if dtype == jnp.float32 else 1e-11
-    for compute_expm in (True, False):
-        ours = rules.expm_frechet(a, e, compute_expm=compute_expm)
-        ref = jax.scipy.linalg.expm_frechet(a, e, compute_expm=compute_expm)
-        for o, r in zip(jax.tree.leaves(ours), jax.tree.leaves(ref)):
-            assert o.dtype == r.dtype and rel_err(o, r) < tol
+
+    @jax.jit
+    def values(a, e):
+        return (rules.expm_frechet(a, e), rules.expm_frechet(a, e, compute_expm=False),
+                jax.scipy.linalg.expm_frechet(a, e), rules.expm(a))
+
+    (x, l), l_alone, (x_ref, l_ref), x_expm = values(a, e)
+    assert x.dtype == l.dtype == x_ref.dtype == l_alone.dtype
+    same = 1e-6 if dtype == jnp.float32 else 1e-14  # the same operations, compiled apart
+    assert _per_slice_err(x, x_expm) < same and _per_slice_err(l, l_alone) < same
+    assert _per_slice_err(x, x_ref) < tol and _per_slice_err(l, l_ref) < tol
+    if dtype != jnp.float32:
+        for k in range(a.shape[0]):
+            x_sp, l_sp = scipy.linalg.expm_frechet(np.asarray(a[k]), np.asarray(e[k]))
+            assert rel_err(x[k], x_sp) < 1e-10 and rel_err(l[k], l_sp) < 1e-10
 
 
-def test_expm_frechet_derivatives():
-    """Linear in E (expm's pullback), through A by expm's second derivative: against JAX's."""
-    a, e = 0.7 * rand((4, 4), 22), rand((4, 4), 23)
-    w = rand((4, 4), 24)
+def test_expm_frechet_derivatives_match_jax():
+    """Gradients of both outputs and of ``L`` alone, and tangents, against JAX's (LU of the Padé
+    denominator; tiny matrices below). Tangents in ``A`` alone and in ``E`` alone (the other
+    symbolically zero) add up to the tangent in both."""
+    a, e = _frechet_case((3, 6, 6), 36)
+    wx, wl, da, de = (rand(a.shape, 40 + i) for i in range(4))
 
-    def loss(f):
-        return lambda a, e: jnp.sum(w * jnp.sin(f(a, e, compute_expm=False)))
+    def derivatives(f):
+        def both(a, e):
+            x, l = f(a, e)
+            return jnp.sum(wx * x) + jnp.sum(wl * l)
 
-    ours = jax.grad(loss(rules.expm_frechet), argnums=(0, 1))(a, e)
-    ref = jax.grad(loss(jax.scipy.linalg.expm_frechet), argnums=(0, 1))(a, e)
-    for o, r in zip(ours, ref):
-        assert rel_err(o, r) < 1e-11
-    t = (rand((4, 4), 25), rand((4, 4), 26))
-    ours_t = jax.jvp(loss(rules.expm_frechet), (a, e), t)[1]
-    ref_t = jax.jvp(loss(jax.scipy.linalg.expm_frechet), (a, e), t)[1]
-    assert rel_err(ours_t, ref_t) < 1e-11
-    batched = jax.vmap(rules.expm_frechet)(a[None].repeat(2, 0), e[None].repeat(2, 0))
-    assert rel_err(batched[1][1], rules.expm_frechet(a, e)[1]) < 1e-14
+        def alone(a, e):
+            return jnp.sum(wl * f(a, e, compute_expm=False))
+
+        return (jax.grad(both, (0, 1))(a, e), jax.grad(alone, (0, 1))(a, e),
+                jax.jvp(f, (a, e), (da, de))[1])
+
+    @jax.jit
+    def run():
+        in_a = jax.jvp(lambda a: rules.expm_frechet(a, e), (a,), (da,))[1]
+        in_e = jax.jvp(lambda e: rules.expm_frechet(a, e, compute_expm=False), (e,), (de,))[1]
+        return (derivatives(rules.expm_frechet), derivatives(jax.scipy.linalg.expm_frechet),
+                in_a, in_e)
+
+    ours, ref, in_a, in_e = run()
+    for o, r in zip(jax.tree.leaves(ours), jax.tree.leaves(ref)):
+        assert _per_slice_err(o, r) < 1e-10
+    x_dot, l_dot = ours[2]
+    assert _per_slice_err(in_a[0], x_dot) < 1e-14
+    assert _per_slice_err(in_a[1] + in_e, l_dot) < 1e-12
 
 
-def test_expm_frechet_empty_and_bad_input():
-    z = jnp.zeros((2, 0, 0))
-    assert [x.shape for x in rules.expm_frechet(z, z)] == [(2, 0, 0)] * 2
+def test_expm_frechet_finite_differences():
+    # One squaring, the LU of the Padé denominator (n = 5); complex: holomorphic, plain transposes.
+    # check_jit=False: op by op, the squaring loops compile one program per step and branch.
+    a, e = 2.0 * rand((5, 5), 50, jnp.complex128), rand((5, 5), 51, jnp.complex128)
+    check_rrule(rules.expm_frechet, a, e, check_jit=False, max_entries=20)
+    check_frule(rules.expm_frechet, a, e, check_jit=False)
+
+
+def test_expm_frechet_higher_derivatives():
+    # Tiny matrices (the closed-form inverse): the gradient against JAX's, then forward over
+    # reverse (jax.hessian) and reverse over reverse against finite differences of it: JAX's own
+    # expm takes minutes to compile under jax.hessian.
+    a, e, da, de = (rand((2, 2), 60 + i) for i in range(4))
+
+    def loss(a, e, f=rules.expm_frechet):
+        x, l = f(a, e)
+        return jnp.sum(jnp.sin(l)) + jnp.sum(jnp.cos(x))
+
+    grads = jax.jit(lambda a, e: [jax.grad(loss, (0, 1))(a, e, f)
+                                  for f in (rules.expm_frechet, jax.scipy.linalg.expm_frechet)])
+    ours, ref = grads(a, e)
+    assert rel_err(ours, ref) < 1e-12
+
+    def second(a, e):
+        (haa, hae), (hea, hee) = jax.hessian(loss, (0, 1))(a, e)
+        hvp = [jnp.einsum("ijkl,kl->ij", h, da) + jnp.einsum("ijkl,kl->ij", g, de)
+               for h, g in ((haa, hae), (hea, hee))]
+        grad_of_grad = jax.grad(lambda a, e: sum(
+            jnp.vdot(g, d) for g, d in zip(jax.grad(loss, (0, 1))(a, e), (da, de))), (0, 1))(a, e)
+        return hvp, grad_of_grad
+
+    grad = jax.jit(jax.grad(loss, (0, 1)))
+    hvp, grad_of_grad = jax.jit(second)(a, e)
+    eps = 1e-5
+    fd = [(p - m) / (2 * eps) for p, m in zip(grad(a + eps * da, e + eps * de),
+                                               grad(a - eps * da, e - eps * de))]
+    assert rel_err(hvp, fd) < 1e-8
+    assert rel_err(grad_of_grad, fd) < 1e-8  # the Hessian is symmetric
+
+
+def test_expm_frechet_vmap_and_shared_direction():
+    a, e = _frechet_case((3, 4, 4), 70)
+    w = rand(a.shape, 73)
+    batched = jax.vmap(rules.expm_frechet)(a, e)
+    assert rel_err(batched, rules.expm_frechet(a, e)) < 1e-14
+    # One E for every slice: its cotangent is summed over the batch.
+    shared = e[0]
+
+    def loss(a, e):
+        return jnp.sum(w * jax.vmap(rules.expm_frechet, in_axes=(0, None))(a, e)[1])
+
+    def broadcast(a, e):
+        return jnp.sum(w * rules.expm_frechet(a, jnp.broadcast_to(e, a.shape))[1])
+
+    got, want = jax.jit(lambda a, e: (jax.grad(loss, (0, 1))(a, e),
+                                      jax.grad(broadcast, (0, 1))(a, e)))(a, shared)
+    assert rel_err(got, want) < 1e-12
+
+
+def test_expm_frechet_large_norm_is_nan():
+    a = jnp.stack([jnp.full((3, 3), 1e6), jnp.full((3, 3), jnp.inf), 0.5 * jnp.eye(3)])
+    x, l = rules.expm_frechet(a, jnp.ones_like(a))
+    np.testing.assert_array_equal(jnp.isnan(x), jnp.isnan(jax.scipy.linalg.expm(a)))
+    assert np.all(np.isnan(l[:2])) and np.all(np.isfinite(x[2])) and np.all(np.isfinite(l[2]))
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (0, 3, 3)])
+def test_expm_frechet_empty(shape):
+    z = jnp.zeros(shape)
+    assert [x.shape for x in rules.expm_frechet(z, z)] == [shape] * 2
+    grads = jax.grad(lambda a, e: jnp.sum(rules.expm_frechet(a, e, compute_expm=False)),
+                     (0, 1))(z, z)
+    assert [g.shape for g in grads] == [shape] * 2
+
+
+def test_expm_frechet_dtypes_and_bad_input():
+    x, l = rules.expm_frechet(jnp.eye(2, dtype=jnp.int32), jnp.eye(2, dtype=jnp.int32))
+    assert x.dtype == l.dtype == jnp.float32
     a = jnp.eye(3)
     with pytest.raises(ValueError, match=r"expm_frechet: `E` must have the shape of `A`, "
                                          r"\(3, 3\); got \(2, 2\)"):
