@@ -234,3 +234,13 @@ def test_optimizer_step_lowers(m, optimizer, platform, monkeypatch):
         return optax.apply_updates(x, updates), state
 
     _check_lowers(step, [x, x, state], platform)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("m", MANIFOLDS, ids=repr)
+def test_hessian_vector_product_lowers(m, platform):
+    def hvp(x, v):
+        g, h = jax.jvp(jax.grad(lambda x: jnp.sum(jnp.sin(x))), (x,), (v,))
+        return m.ehess_to_rhess(x, g, h, v)
+    x = _spec(*m.shape)
+    _check_lowers(hvp, [x, x], platform)

@@ -57,7 +57,11 @@ class AbstractManifold(abc.ABC):
       ``_random_point(key, dtype)``, ``_project(x, v)``, ``_project_point(x)``,
       ``_retract(x, v)``, ``_manifold_error(x)``.
     * Defaults, overridden where the manifold differs: ``_egrad_to_rgrad = _project`` (the
-      Euclidean metric's Riesz map), ``_inner`` the Frobenius inner product, ``_transport(x, y, v)
+      Euclidean metric's Riesz map), ``_inner`` the Frobenius inner product,
+      ``_ehess_to_rhess(x, egrad, ehess, v)`` the Euclidean metric's Riemannian Hessian
+      ``P_x(ehess + D P_x[v] egrad)`` (the derivative of ``_project`` by ``jax.jvp``; a manifold
+      that overrides ``_egrad_to_rgrad``, i.e. has a metric of its own, must override it too, or
+      :meth:`ehess_to_rhess` raises ``NotImplementedError``), ``_transport(x, y, v)
       = _project(y, v)`` (vector transport by projection onto the new tangent space),
       ``_random_tangent`` the projection of a Gaussian, ``_retract_transport`` a retraction
       followed by ``_transport`` (override it to share work between the two), ``_outside(x)``
@@ -65,6 +69,9 @@ class AbstractManifold(abc.ABC):
       the public methods return nan for such points, as ``jnp.log(-1.0)`` is nan, never a finite
       number computed from a point that is not one; :meth:`project_point`,
       :meth:`manifold_error` and :meth:`verify_point` take any array).
+    * :attr:`dim`, the intrinsic dimension, which the solvers of :mod:`geometric.solvers` read
+      (the trust-region radius, the cap on inner iterations): by default it raises
+      ``NotImplementedError``; define it as a property (or a class attribute) where it is known.
     * Optional, declared in :attr:`capabilities`: ``"exp"`` (``_exp``), ``"log"`` (``_log``),
       ``"dist"`` (``_dist``; by default the norm of ``_log``) and ``"frame"`` (``_to_frame``,
       ``_from_frame``: points are orthonormal frames, see :meth:`to_frame`; ``_frame_rgrad``
@@ -108,6 +115,9 @@ class AbstractManifold(abc.ABC):
       [0. 4.]
       >>> circle.verify_point(2 * x)
       (False, '|xᵀx − 1| = 3 > atol = 0.000488')
+      >>> g, v = jnp.array([3.0, 4.0], jnp.float32), jnp.array([0.0, 1.0], jnp.float32)
+      >>> print(circle.ehess_to_rhess(x, g, jnp.zeros(2, jnp.float32), v))  # -(xᵀg) v
+      [ 0. -3.]
       >>> circle.exp(x, x)
       Traceback (most recent call last):
       ...
@@ -164,6 +174,16 @@ class AbstractManifold(abc.ABC):
     @abc.abstractmethod
     def _error_formula(self) -> str:
         """What :meth:`manifold_error` measures, in terms of ``x`` (e.g. ``"‖xᵀx − I‖_F"``)."""
+
+    @property
+    def dim(self) -> int:
+        """The intrinsic dimension of the manifold: that of every tangent space (an int).
+
+        Raises:
+          NotImplementedError: the class does not define ``dim``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not define `dim`: define the "
+                                  "property `dim` (the intrinsic dimension, an int) in the class.")
 
     @property
     def _transposed(self) -> bool:
@@ -266,6 +286,35 @@ class AbstractManifold(abc.ABC):
         """
         x, g = self._inputs("egrad_to_rgrad", x, g=g)
         return self._orient(self._nan_outside(self._egrad_to_rgrad(x, g), x))
+
+    def ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                       ) -> jax.Array:
+        r"""The Riemannian Hessian ``Hess f(x)[v]`` from the Euclidean derivatives of ``f`` at ``x``.
+
+        ``egrad = ∇f(x)`` and ``ehess = ∇²f(x)[v]`` (e.g. ``jax.jvp(jax.grad(f), (x,), (v,))``)
+        for a tangent ``v``, ``f`` any smooth extension of the cost to the ambient space (``egrad``
+        need not be tangent). For a Riemannian submanifold (the Euclidean metric) this is
+
+        .. math::
+            \operatorname{Hess} f(x)[v] = P_x(\nabla^2 f(x)[v]) + \mathfrak{W}_x(v, P_x^\perp \nabla f(x)),
+
+        the projected Euclidean Hessian plus the Weingarten map applied to the normal part of the
+        gradient, ``P_x(D P_x[v] ∇f(x))`` (Absil, Mahony & Trumpf 2013); other metrics add their
+        Christoffel terms. The result is a tangent at ``x``, linear in ``v`` and self-adjoint in
+        ``inner``. Each manifold's formulas: ``docs/derivations/riemannian-hessians.md``;
+        :func:`geometric.check_hessian` tests them on a cost.
+
+        Raises:
+          NotImplementedError: the manifold has a metric of its own (it overrides
+            ``_egrad_to_rgrad``) and no ``_ehess_to_rhess``.
+
+        References:
+          P.-A. Absil, R. Mahony, J. Trumpf, "An extrinsic look at the Riemannian Hessian",
+          GSI 2013. P.-A. Absil, R. Mahony, R. Sepulchre, *Optimization Algorithms on Matrix
+          Manifolds* (2008), §5.5.
+        """
+        x, egrad, ehess, v = self._inputs("ehess_to_rhess", x, egrad=egrad, ehess=ehess, v=v)
+        return self._orient(self._nan_outside(self._ehess_to_rhess(x, egrad, ehess, v), x))
 
     def inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         """The metric at ``x`` of two tangent vectors; shape: the batch axes of ``x``."""
@@ -396,6 +445,21 @@ class AbstractManifold(abc.ABC):
 
     def _egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
         return self._project(x, g)
+
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        """The Euclidean metric's Hessian: ``P_x(ehess + D P_x[v] egrad)``, the derivative of the
+        projection along ``v`` taken by ``jax.jvp`` of ``_project`` (a smooth formula off the
+        manifold). Manifolds with another metric override it."""
+        own_metric = getattr(type(self), "_egrad_to_rgrad") is not getattr(AbstractManifold,
+                                                                        "_egrad_to_rgrad")
+        if own_metric:
+            raise NotImplementedError(
+                f"{self!r}.ehess_to_rhess: {type(self).__name__} has its own metric "
+                "(`_egrad_to_rgrad`) and no `_ehess_to_rhess` for it: define "
+                "`_ehess_to_rhess(x, egrad, ehess, v)`, the Riemannian Hessian of that metric.")
+        _, weingarten = jax.jvp(lambda y: self._project(y, egrad), (x,), (v,))
+        return self._project(x, ehess + weingarten)
 
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         return frobenius_inner(u, v, len(self.shape))

@@ -27,8 +27,10 @@ class Grassmann(AbstractFrameManifold):
 
     Tangent vectors are horizontal representatives; the metric is ``tr(Δ₁ᵀΔ₂)`` and the Riemannian
     gradient of ``G`` is ``(I - YYᵀ)G`` (for a loss invariant under ``Y → YQ`` this is ``G``
-    itself). The retraction ``qf(Y + V)`` (``diag(R) ≥ 0``) spans the same subspace as the polar
-    and projective retractions at the cheapest cost, O(np²), and corrects itself. Vector transport
+    itself) and the Riemannian Hessian ``(I - YYᵀ)∇²f(Y)[Δ] - Δ Yᵀ∇f(Y)`` (Absil et al. 2004;
+    self-adjoint for such a loss, whose ``Yᵀ∇f(Y)`` is symmetric). The retraction ``qf(Y + V)``
+    (``diag(R) ≥ 0``) spans the same subspace as the polar and projective retractions at the
+    cheapest cost, O(np²), and corrects itself. Vector transport
     is the projection onto the new horizontal space. A point's representative matters only up to
     ``Y → YQ``; :meth:`manifold_error` measures ``‖YᵀY - I‖_F``.
 
@@ -95,8 +97,17 @@ class Grassmann(AbstractFrameManifold):
     def _transposed(self) -> bool:
         return self.rows
 
+    @property
+    def dim(self) -> int:
+        return self.p * (self.n - self.p)
+
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return v - mm_thin(x, mm_h(x, v))
+
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        # Δ is horizontal (YᵀΔ = 0), so Δ YᵀG needs no projection.
+        return self._project(x, ehess) - mm_thin(v, mm_h(x, egrad))
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return qr_factor(x + v)

@@ -25,8 +25,10 @@ class Lorentz(hyp.AbstractHyperbolicManifold):
 
     The metric is the Minkowski product restricted to the tangent spaces (:meth:`inner`);
     :meth:`project` is the projection orthogonal in that product (not in the Euclidean one), and
-    the Riemannian gradient flips the sign of ``g₀`` before projecting. Geodesics, distance and
-    parallel transport:
+    the Riemannian gradient flips the sign of ``g₀`` before projecting. The hyperboloid is a
+    pseudo-Riemannian submanifold of the flat Minkowski space, so the Riemannian Hessian is
+    ``P_x(J∇²f(x)[v]) + c (xᵀ∇f(x)) v`` (the Weingarten map; ``xᵀ∇f(x)`` is the Euclidean
+    product, ``= ⟨x, J∇f(x)⟩_L``). Geodesics, distance and parallel transport:
 
     .. math::
         \exp_x(v) &= \cosh(\sqrt c\,\|v\|_L)\,x + \frac{\sinh(\sqrt c\,\|v\|_L)}{\sqrt c\,\|v\|_L}\,v,
@@ -87,6 +89,10 @@ class Lorentz(hyp.AbstractHyperbolicManifold):
     def shape(self) -> tuple[int]:
         return (self.n + 1,)
 
+    @property
+    def dim(self) -> int:
+        return self.n
+
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         # exp at the origin of a Gaussian tangent (0, ξ), ξ ~ N(0, I/n): distance ≈ 1, uniform
         # direction (the image of PoincareBall's random point).
@@ -111,6 +117,11 @@ class Lorentz(hyp.AbstractHyperbolicManifold):
 
     def _egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
         return self._project(x, jnp.concatenate([-g[..., :1], g[..., 1:]], axis=-1))
+
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        flipped = jnp.concatenate([-ehess[..., :1], ehess[..., 1:]], axis=-1)
+        return self._project(x, flipped) + (self.curvature * hyp.dot(x, egrad))[..., None] * v
 
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         return hyp.minkowski(u, v)

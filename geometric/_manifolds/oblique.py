@@ -25,7 +25,8 @@ class Oblique(AbstractManifold):
 
     Used for normalised dictionaries, factor loadings and correlation matrices ``XᵀX`` of rank
     ``≤ n``. Every operation is :class:`Sphere`'s, column by column: the metric ``tr(UᵀV)``, the
-    Riemannian gradient (the projection), the retraction that normalises each column of
+    Riemannian gradient (the projection), the Riemannian Hessian
+    ``P_X(∇²f(X)[V]) − V Diag(diag(Xᵀ∇f(X)))``, the retraction that normalises each column of
     ``X + V`` (self-correcting), transport by projection, and the great-circle geodesics
 
     .. math::
@@ -80,6 +81,10 @@ class Oblique(AbstractManifold):
         return (self.n, self.p)
 
     @property
+    def dim(self) -> int:
+        return self.p * (self.n - 1)
+
+    @property
     def _columns(self) -> Sphere:
         """The sphere of each column; it takes points on the last axis, so its methods get ``Xᵀ``."""
         return Sphere(self.n)
@@ -95,6 +100,10 @@ class Oblique(AbstractManifold):
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return self._columns.retract(x.mT, v.mT).mT
+
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        return self._project(x, ehess) - v * jnp.sum(x * egrad, axis=-2, keepdims=True)
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         return jnp.linalg.norm(self._columns.manifold_error(x.mT), axis=-1)

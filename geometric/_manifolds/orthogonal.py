@@ -26,7 +26,8 @@ class Orthogonal(AbstractFrameManifold):
         P_X(V) = X\,\mathrm{skew}(X^TV)
 
     The metric is ``tr(Δ₁ᵀΔ₂)`` (bi-invariant), so the Riemannian gradient is the projection
-    ``X skew(XᵀG)``. The retraction is ``qf(X + V)`` with ``diag(R) ≥ 0`` (self-correcting, and it
+    ``X skew(XᵀG)`` and the Riemannian Hessian ``P_X(∇²f(X)[V] - V sym(Xᵀ∇f(X)))`` (as on
+    St(n, n)). The retraction is ``qf(X + V)`` with ``diag(R) ≥ 0`` (self-correcting, and it
     stays in the component of ``X`` for steps that do not reach a singular ``X + V``); vector
     transport is the projection onto the new tangent space.
 
@@ -73,9 +74,17 @@ class Orthogonal(AbstractFrameManifold):
     def _frame_size(self) -> tuple[int, int]:
         return (self.n, self.n)
 
+    @property
+    def dim(self) -> int:
+        return self.n * (self.n - 1) // 2
+
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         # V - X sym(XᵀV) as on St(n, n); for square X it equals X skew(XᵀV).
         return v - mm(x, sym(mm_h(x, v)))
+
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        return self._project(x, ehess - mm(v, sym(mm_h(x, egrad))))
 
     def _frame_rgrad(self, y: jax.Array, g: jax.Array, yt_g: jax.Array
                      ) -> tuple[jax.Array, jax.Array, jax.Array]:

@@ -23,9 +23,16 @@ class PoincareBall(hyp.AbstractHyperbolicManifold):
         T_x = \mathbb{R}^n, \qquad \operatorname{grad} f(x) = \frac{(1 - c\|x\|^2)^2}{4}\,\nabla f(x)
 
     The metric is conformal: :meth:`inner` is ``λ_x² uᵀv``, the Riemannian gradient the Euclidean
-    one rescaled by ``1/λ_x²``, and :meth:`project` the identity. The retraction is the
-    exponential map, and :meth:`transport` is parallel transport along the geodesic, a gyration
-    rescaled by the ratio of conformal factors. With ``⊕`` Möbius addition
+    one rescaled by ``1/λ_x²``, and :meth:`project` the identity. The Riemannian Hessian adds the
+    Christoffel terms of the conformal factor (``docs/derivations/riemannian-hessians.md``):
+
+    .. math::
+        \operatorname{Hess} f(x)[v] = \frac{\nabla^2 f(x)[v]}{\lambda_x^2}
+            + \frac{c}{\lambda_x}\big((x^T g)\,v - (x^Tv)\,g - (v^Tg)\,x\big),
+            \qquad g = \nabla f(x).
+
+    The retraction is the exponential map, and :meth:`transport` is parallel transport along the
+    geodesic, a gyration rescaled by the ratio of conformal factors. With ``⊕`` Möbius addition
     (:func:`geometric.hyperbolic.mobius_add`):
 
     .. math::
@@ -88,6 +95,10 @@ class PoincareBall(hyp.AbstractHyperbolicManifold):
     def shape(self) -> tuple[int]:
         return (self.n,)
 
+    @property
+    def dim(self) -> int:
+        return self.n
+
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         # A Gaussian of covariance I/n in an orthonormal frame at the origin (λ₀ = 2), mapped by
         # exp₀: a point at hyperbolic distance ≈ 1 from the origin, in a uniform direction.
@@ -103,6 +114,14 @@ class PoincareBall(hyp.AbstractHyperbolicManifold):
     def _egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
         half_gap = 0.5 * hyp.gap(hyp.dot(x, x), self.curvature)  # 1/λ_x
         return (half_gap * half_gap)[..., None] * g
+
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        c = self.curvature
+        inv_lam = 0.5 * hyp.gap(hyp.dot(x, x), c)  # 1/λ_x
+        xg, xv, vg = (hyp.dot(*pair)[..., None] for pair in ((x, egrad), (x, v), (v, egrad)))
+        christoffel = xg * v - xv * egrad - vg * x
+        return (inv_lam * inv_lam)[..., None] * ehess + (c * inv_lam)[..., None] * christoffel
 
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         lam = 2 / hyp.gap(hyp.dot(x, x), self.curvature)

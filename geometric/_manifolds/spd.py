@@ -43,6 +43,17 @@ class SPD(AbstractManifold):
       ``XL + LX = U`` (``L̃_ij = Ũ_ij/(λᵢ + λⱼ)``), the Wasserstein-2 metric of centred Gaussians;
       gradient ``2(X G_s + G_s X)``.
 
+    Riemannian Hessians (:meth:`ehess_to_rhess`), with ``H_s = sym(∇²f(X)[V])`` and ``G_s`` as
+    above (``docs/derivations/riemannian-hessians.md``):
+
+    * affine: ``X H_s X + sym(V G_s X)``;
+    * log-Euclidean (``log`` is an isometry onto the flat ``Sym(n)``):
+      ``D log(X)⁻²[H_s - D² log(X)[V, K]]``, ``K = D log(X)⁻¹[G_s]``, the second derivative of
+      the matrix logarithm by the second-order Daleckii–Krein formula (exact at repeated
+      eigenvalues);
+    * Bures–Wasserstein (Han et al. 2021): ``4 sym(H_s X) + 2 sym(G_s V)
+      + 4 sym(X sym(L_X[V] G_s)) - sym(L_X[V] grad f(X))``.
+
     Geodesics, with ``X = CCᵀ`` (Cholesky) and matrix functions of symmetric matrices:
 
     .. math::
@@ -93,6 +104,8 @@ class SPD(AbstractManifold):
       (2007). L. Malagò, L. Montrucchio, G. Pistone, "Wasserstein Riemannian geometry of
       Gaussian densities", Inf. Geom. 1 (2018). R. Bhatia, T. Jain, Y. Lim, "On the
       Bures–Wasserstein distance between positive definite matrices", Expo. Math. 37 (2019).
+      A. Han, B. Mishra, P. Jawanpuria, J. Gao, "On Riemannian optimization over positive
+      definite matrices with the Bures–Wasserstein geometry", NeurIPS 2021.
       B. Jeuris, R. Vandebril, B. Vandereycken, "A survey and comparison of contemporary
       algorithms for computing the matrix geometric mean", ETNA 39 (2012). Derivations:
       ``docs/derivations/manifolds.md#spd``.
@@ -122,6 +135,10 @@ class SPD(AbstractManifold):
     @property
     def shape(self) -> tuple[int, int]:
         return (self.n, self.n)
+
+    @property
+    def dim(self) -> int:
+        return self.n * (self.n + 1) // 2
 
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         # sym(G) has spectral radius ≈ √(2n); scaled, its exponential is well conditioned.
@@ -164,6 +181,22 @@ class SPD(AbstractManifold):
             return 4 * sym(mm(x, g))
         w, q = rules.eigh(x)
         return _from_eigenbasis(q, _to_eigenbasis(q, g) / log_divided_differences(w) ** 2)
+
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        g, h = sym(egrad), sym(ehess)
+        if self.metric == "affine":
+            return sym(mm(x, mm(h, x))) + sym(mm(v, mm(g, x)))
+        w, q = rules.eigh(x)
+        if self.metric == "bures_wasserstein":
+            lyap = _from_eigenbasis(q, _to_eigenbasis(q, v) / _pair_sums(w))  # L_X[V]
+            rgrad = 4 * sym(mm(x, g))
+            return (4 * sym(mm(h, x)) + 2 * sym(mm(g, v)) + 4 * sym(mm(x, sym(mm(lyap, g))))
+                    - sym(mm(lyap, rgrad)))
+        ell = log_divided_differences(w)
+        k = _from_eigenbasis(q, _to_eigenbasis(q, g) / ell)  # D log(X)⁻¹[G_s]
+        second = jax.jvp(lambda y: jax.jvp(rules.logmh, (y,), (k,))[1], (x,), (v,))[1]
+        return _from_eigenbasis(q, _to_eigenbasis(q, h - second) / (ell * ell))
 
     def _inner(self, x: jax.Array, u: jax.Array, v: jax.Array) -> jax.Array:
         if self.metric == "affine":

@@ -23,7 +23,9 @@ class Sphere(AbstractManifold):
         S^{n-1} = \{x \in \mathbb{R}^n : x^Tx = 1\}, \qquad T_x = \{v : x^Tv = 0\}, \qquad
         P_x(v) = v - x\,(x^Tv)
 
-    The metric is ``vᵀw``, so the Riemannian gradient is the projection of ``g``. The retraction
+    The metric is ``vᵀw``, so the Riemannian gradient is the projection of ``g``, and the
+    Riemannian Hessian adds the Weingarten term of the sphere to the projected Euclidean one,
+    ``Hess f(x)[v] = P_x(∇²f(x)[v]) − (xᵀ∇f(x)) v``. The retraction
     ``(x + v)/‖x + v‖`` corrects itself; vector transport is the projection onto the new tangent
     space; :meth:`manifold_error` is ``|xᵀx - 1|``. Geodesics are great circles:
 
@@ -69,6 +71,10 @@ class Sphere(AbstractManifold):
     def shape(self) -> tuple[int]:
         return (self.n,)
 
+    @property
+    def dim(self) -> int:
+        return self.n - 1
+
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         # A normalised Gaussian is uniform on the sphere (the sign-corrected QR of an n×1 matrix).
         return _normalize(jax.random.normal(key, (self.n,), dtype))
@@ -81,6 +87,10 @@ class Sphere(AbstractManifold):
 
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return _normalize(x + v)
+
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        return self._project(x, ehess) - _dot(x, egrad)[..., None] * v
 
     def _manifold_error(self, x: jax.Array) -> jax.Array:
         return jnp.abs(_dot(x, x) - 1)

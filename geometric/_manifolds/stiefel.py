@@ -43,6 +43,11 @@ class Stiefel(AbstractFrameManifold):
     * ``"canonical"``: ``g(Δ₁, Δ₂) = tr(Δ₁ᵀ(I - ½YYᵀ)Δ₂)``, gradient ``G - Y GᵀY`` — tangent, but
       not the projection of ``G``.
 
+    Riemannian Hessians (:meth:`ehess_to_rhess`), with ``H = ∇²f(Y)[Δ]``: ``P_Y(H - Δ sym(YᵀG))``
+    for the Euclidean metric (Absil, Mahony & Trumpf 2013); for the canonical metric
+    ``A - Y AᵀY`` with ``A = H + ½(YΔᵀG + GΔᵀY) - ½(I - YYᵀ)Δ(YᵀG + GᵀY)`` (Edelman et al.,
+    §2.4.4; ``docs/derivations/riemannian-hessians.md``).
+
     Retractions (``retraction``), each O(np²) time with no n×n array:
 
     * ``"qr"``: ``qf(Y + V)`` with ``diag(R) ≥ 0``, by CholeskyQR of the well-conditioned
@@ -139,8 +144,22 @@ class Stiefel(AbstractFrameManifold):
     def _transposed(self) -> bool:
         return self.rows
 
+    @property
+    def dim(self) -> int:
+        return self.n * self.p - self.p * (self.p + 1) // 2
+
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return v - mm_thin(x, sym(mm_h(x, v)))
+
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        if self.metric == "canonical":
+            s = mm_h(x, egrad)
+            s = s + s.mT  # YᵀG + GᵀY
+            a = (ehess + 0.5 * (mm_thin(x, mm_h(v, egrad)) + mm_thin(egrad, mm_h(v, x)))
+                 - 0.5 * (mm_thin(v, s) - mm_thin(x, mm(mm_h(x, v), s))))
+            return self._egrad_to_rgrad(x, a)  # the canonical Riesz map, A - Y AᵀY
+        return self._project(x, ehess - mm_thin(v, sym(mm_h(x, egrad))))
 
     def _egrad_to_rgrad(self, x: jax.Array, g: jax.Array) -> jax.Array:
         if self.metric == "canonical":

@@ -41,6 +41,14 @@ class SymplecticStiefel(AbstractManifold):
       ``g(Z₁, Z₂) = tr(Z₁ᵀ(I - ½JX G⁻¹XᵀJᵀ)Z₂G⁻¹)``, whose Riesz map needs no solve:
       ``egrad_to_rgrad(X, E) = E XᵀX + J X Eᵀ J X`` (it is tangent, but not the projection of
       ``E``). ``inner`` costs one 2k×2k solve.
+    * The Riemannian Hessian is the Levi-Civita derivative of the gradient field,
+      ``Hess f(X)[Z] = Π_X(D grad f(X)[Z] + Γ_X(Z, grad f(X)))``, in closed form: the metric is
+      ``⟨Z₁, 𝒢_X Z₂⟩`` for the operator ``𝒢_X Z = (I - ½JXG⁻¹XᵀJᵀ)ZG⁻¹``, defined and positive
+      definite for every 2n×2k ``X`` of full rank, ``Γ`` its Christoffel function (the Koszul
+      formula, ``Γ(U, W) = ½𝒢⁻¹(D𝒢[U]W + D𝒢[W]U - χ(U, W))`` with ``⟨χ(U, W), Z⟩ =
+      ⟨D𝒢[Z]U, W⟩`` and ``𝒢⁻¹W = (I + JXG⁻¹XᵀJᵀ)WG``), and ``Π_X(Z) = Z + JXG⁻¹skew(XᵀJZ)``
+      the projection orthogonal in the metric (``docs/derivations/riemannian-hessians.md``).
+      O(nk²) time, like the gradient.
     * The retraction is Gao et al.'s Cayley retraction
       ``R_X(Z) = (I - ½H)⁻¹(I + ½H)X`` with the Hamiltonian ``H = S J``,
       ``S = UXᵀ_J + X_JUᵀ``, ``X_J = XJ_{2k}``, ``U = (I + ½X J_{2k} XᵀJ_{2n})Z`` (``HX = Z``).
@@ -100,6 +108,11 @@ class SymplecticStiefel(AbstractManifold):
     def shape(self) -> tuple[int, int]:
         return (2 * self.n, 2 * self.k)
 
+    @property
+    def dim(self) -> int:
+        # 4nk entries, k(2k - 1) independent equations in the skew-symmetric XᵀJX = J.
+        return 4 * self.n * self.k - self.k * (2 * self.k - 1)
+
     def _random_point(self, key: jax.Array, dtype: jnp.dtype) -> jax.Array:
         n, k = self.n, self.k
         k_unitary, k_shear, k_stretch = jax.random.split(key, 3)
@@ -138,6 +151,39 @@ class SymplecticStiefel(AbstractManifold):
         g_pv_g = rules.solve(gram, solved[..., 2 * self.n:].mT).mT  # G⁻¹P_V G⁻¹ (G sym)
         return frobenius_inner(u, v_g) - 0.5 * frobenius_inner(pu, g_pv_g)
 
+    def _ehess_to_rhess(self, x: jax.Array, egrad: jax.Array, ehess: jax.Array, v: jax.Array
+                        ) -> jax.Array:
+        # Hess f(X)[V] = Π(D grad f(X)[V] + Γ(V, grad f(X))), with 𝒢Z = ZM - ½PZM, M = G⁻¹,
+        # P = AMAᵀ, A = JX: docs/derivations/riemannian-hessians.md#symplectic-stiefel.
+        gram = mm(x.mT, x)
+        m = rules.solve(gram, eye_like(gram))
+        a = self._j(x)
+        rgrad = self._egrad_to_rgrad(x, egrad)  # EG + JXEᵀJX
+        d_rgrad = (mm(ehess, gram) + mm(egrad, _twice_sym(mm(v.mT, x)))
+                   + self._j(mm(v, mm(egrad.mT, a)) + mm(x, mm(ehess.mT, a))
+                             + mm(x, mm(egrad.mT, self._j(v)))))
+
+        def d_metric(u: jax.Array, z: jax.Array) -> jax.Array:  # D𝒢[U]Z
+            m_dot = -mm(m, mm(_twice_sym(mm(u.mT, x)), m))
+            a_dot = self._j(u)
+            at_z_m = mm(a.mT, mm(z, m))
+            return mm(z, m_dot) - 0.5 * (mm(a_dot, mm(m, at_z_m)) + mm(a, mm(m_dot, at_z_m))
+                                         + mm(a, mm(m, mm(a_dot.mT, mm(z, m))))
+                                         + mm(a, mm(m, mm(a.mT, mm(z, m_dot)))))
+
+        # χ(U, W), the Z-gradient of ⟨D𝒢[Z]U, W⟩, for U = V, W = grad f
+        w_m_ut_a = mm(rgrad, mm(m, mm(v.mT, a)))  # W M Uᵀ A
+        u_m_wt_a = mm(v, mm(m, mm(rgrad.mT, a)))  # U M Wᵀ A
+        s = (mm(v.mT, rgrad) - 0.5 * mm(a.mT, w_m_ut_a)
+             - 0.5 * mm(v.mT, mm(a, mm(m, mm(a.mT, rgrad)))))  # UᵀW - ½AᵀWMUᵀA - ½UᵀPW
+        t = mm(m, mm(s, m))
+        chi = 0.5 * self._j(mm(w_m_ut_a + u_m_wt_a, m)) - mm(x, t + t.mT)
+        w = 0.5 * (d_metric(v, rgrad) + d_metric(rgrad, v) - chi)
+        w_gram = mm(w, gram)
+        christoffel = w_gram + mm(a, mm(m, mm(a.mT, w_gram)))  # 𝒢⁻¹W = (I + P)WG
+        z = d_rgrad + christoffel
+        return z + mm(a, mm(m, skew(mm(x.mT, self._j(z)))))  # Π(Z) = Z + AM skew(XᵀJZ)
+
     def _retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         xj = self._j_small(x)  # X J_{2k}
         u = v + 0.5 * mm(xj, mm(x.mT, self._j(v)))  # (I + ½ X J_{2k} Xᵀ J_{2n}) Z
@@ -164,3 +210,7 @@ class SymplecticStiefel(AbstractManifold):
         """``XᵀJX - J_{2k}`` (its skew part: the rounding of the product is not skew)."""
         e = skew(mm(x.mT, self._j(x)))
         return e - self._j_small(eye_like(e))
+
+
+def _twice_sym(a: jax.Array) -> jax.Array:
+    return a + a.mT

@@ -82,7 +82,8 @@ def methods(m, x, g, u, v):
     y = m.retract(x, 0.3 * v)
     near = m.retract(x, 0.1 * v)
     out = {"project": m.project(x, g), "egrad_to_rgrad": m.egrad_to_rgrad(x, g),
-           "inner": m.inner(x, u, v), "norm": m.norm(x, u), "retract": y,
+           "ehess_to_rhess": m.ehess_to_rhess(x, g, g - u, v), "inner": m.inner(x, u, v),
+           "norm": m.norm(x, u), "retract": y,
            "transport": m.transport(x, y, u), "retract_transport": m.retract_transport(x, 0.3 * v, u),
            "manifold_error": m.manifold_error(y), "project_point": m.project_point(x + 1e-2 * g)}
     if "exp" in m.capabilities:
@@ -341,6 +342,44 @@ def test_frames(name):
 
 
 # ----------------------------------------------------------------------------------------------
+# The Riemannian Hessian and the dimension (more laws of the Hessian: test_hessian.py)
+
+
+def hessian_cost(m):
+    """A cost on the ambient space that is not quadratic, so that the Weingarten and Christoffel
+    terms of the Hessian matter; on the Grassmann manifold a function of the subspace (``XXᵀ``),
+    whose Hessian alone is self-adjoint."""
+    if isinstance(m, geometric.Grassmann):
+        c = rand((m.n, m.n), seed=2)
+
+        def of_subspace(x):
+            p = x.T @ x if m.rows else x @ x.T
+            return jnp.sum(jnp.sin(c * p)) + jnp.sum(c * p) ** 2
+        return of_subspace
+    a, b = rand(m.shape, seed=2), rand(m.shape, seed=3)
+    return lambda x: jnp.sum(jnp.sin(a * x)) + jnp.sum(b * x) ** 2 + jnp.sum(a * x ** 3)
+
+
+@every
+def test_check_hessian(name):
+    """The acceptance test of the Hessians: geometric.check_hessian passes (slope 3 along a
+    geodesic or a retraction corrected to second order, self-adjoint, tangent) in float64."""
+    m, r, _ = results(name)
+    result = geometric.check_hessian(hessian_cost(m), m, r["x"][0], key=jax.random.PRNGKey(7))
+    assert result, result
+
+
+@every
+def test_dim_is_the_rank_of_the_tangent_projection(name):
+    m, r, _ = results(name)
+    size = int(np.prod(m.shape))
+    basis = jnp.eye(size).reshape(size, *m.shape)
+    projection = jax.vmap(lambda e: m.project(r["x"][0], e))(basis).reshape(size, size)
+    assert type(m.dim) is int
+    assert m.dim == np.linalg.matrix_rank(np.asarray(projection), tol=1e-8)
+
+
+# ----------------------------------------------------------------------------------------------
 # Uniform sampling
 
 HAAR_SAMPLES = 4000
@@ -518,6 +557,7 @@ def test_points_outside_the_domain_give_nan(case):
     good = m.random_point(jax.random.PRNGKey(0), jnp.float64)
     v = m.random_tangent(jax.random.PRNGKey(1), good)
     calls = {"egrad_to_rgrad": lambda: m.egrad_to_rgrad(bad, v), "inner": lambda: m.inner(bad, v, v),
+             "ehess_to_rhess": lambda: m.ehess_to_rhess(bad, v, v, v),
              "norm": lambda: m.norm(bad, v), "retract": lambda: m.retract(bad, v),
              "transport from": lambda: m.transport(bad, good, v),
              "transport to": lambda: m.transport(good, bad, v),
