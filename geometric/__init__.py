@@ -5,12 +5,17 @@ Manifolds (:class:`Stiefel`, :class:`Grassmann`, :class:`Sphere`, :class:`Orthog
 :class:`SymplecticStiefel`) are hashable frozen dataclasses; a ``manifolds`` pytree
 mirrors ``params`` with a manifold or None (Euclidean) per leaf. Optimizers live in
 :mod:`geometric.optim`; the operations hyperbolic layers are built from in
-:mod:`geometric.hyperbolic`.
+:mod:`geometric.hyperbolic`; solvers that minimise a cost over a manifold in
+:mod:`geometric.solvers`.
 """
 from rules import __version__ as __version__  # one distribution, one version
 
 from . import hyperbolic as hyperbolic
 from . import optim as optim
+from . import solvers as solvers
+from ._diagnostics import CheckResult as CheckResult
+from ._diagnostics import check_gradient as check_gradient
+from ._diagnostics import check_hessian as check_hessian
 from ._core.manifold import AbstractManifold as AbstractManifold
 from ._gradient import riemannian_gradient as riemannian_gradient
 from ._manifolds.grassmann import Grassmann as Grassmann
@@ -23,6 +28,6 @@ from ._manifolds.sphere import Sphere as Sphere
 from ._manifolds.stiefel import Stiefel as Stiefel
 from ._manifolds.symplectic_stiefel import SymplecticStiefel as SymplecticStiefel
 
-__all__ = ["SPD", "AbstractManifold", "Grassmann", "Lorentz", "Oblique", "Orthogonal",
-           "PoincareBall", "Sphere", "Stiefel", "SymplecticStiefel", "hyperbolic", "optim",
-           "riemannian_gradient"]
+__all__ = ["SPD", "AbstractManifold", "CheckResult", "Grassmann", "Lorentz", "Oblique", "Orthogonal",
+           "PoincareBall", "Sphere", "Stiefel", "SymplecticStiefel", "check_gradient",
+           "check_hessian", "hyperbolic", "optim", "riemannian_gradient", "solvers"]

@@ -19,7 +19,7 @@ from mkdocs.structure.files import File
 _log = logging.getLogger("mkdocs.hooks.pullbacks")
 
 PUBLIC_MODULES = ("rules", "rules.testing", "rules.internal", "geometric", "geometric.optim",
-                  "geometric.hyperbolic")
+                  "geometric.solvers", "geometric.hyperbolic")
 
 # Site path -> path in the repository.
 FIGURES = {"assets/rigid_body_demo.png": "examples/rigid_body/demo.png",
