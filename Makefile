@@ -28,10 +28,11 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
-# The peers of the benchmark (PyTorch, geoopt) in an environment of their own, never a dependency
-# of the library. torch is pinned: this machine's pip has a CPU build of 2.13.0 locally, while an
-# unpinned torch downloads several GB of CUDA packages. geoopt without its requirements, which
-# would let pip pick another torch (it needs only torch, numpy and scipy).
+# The peers of the benchmark (PyTorch, geoopt, Pymanopt) in an environment of their own, never a
+# dependency of the library. torch is pinned: this machine's pip has a CPU build of 2.13.0 locally,
+# while an unpinned torch downloads several GB of CUDA packages. geoopt without its requirements,
+# which would let pip pick another torch (it needs only torch, numpy and scipy). Pymanopt runs on
+# its JAX backend, with the JAX our own benchmarks run (benchmarks/bench_solvers.py).
 PEERS := .venv-peers
 PEERS_STAMP := $(PEERS)/.installed
 
@@ -39,6 +40,7 @@ $(PEERS_STAMP):
 	$(PYTHON) -m venv $(PEERS)
 	$(PEERS)/bin/python -m pip install --quiet "torch==2.13.0" numpy scipy
 	$(PEERS)/bin/python -m pip install --quiet --no-deps "geoopt==0.5.1"
+	$(PEERS)/bin/python -m pip install --quiet "jax==0.10.2" "jaxlib==0.10.2" "pymanopt==2.2.1"
 	touch $(PEERS_STAMP)
 
 peers: $(PEERS_STAMP)
