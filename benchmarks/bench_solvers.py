@@ -5,13 +5,17 @@ ten times every size. Both sides minimise the same cost (``examples/solvers/cost
 Pymanopt worker loads by path) on the same data from the same start, with the same solver family,
 to the same gradient-norm tolerance and iteration cap. Pymanopt runs in the peers' environment
 (``make peers``) in its own process, ``benchmarks/_pymanopt_worker.py``, driven as
-``benchmarks/_peer_worker.py`` is; each row alternates the two sides.
+``benchmarks/_peer_worker.py`` is; each row alternates the two sides. Both run on one core: the
+tables are measured in a process pinned to one core (``benchmarks/_solvers_worker.py``, which
+says why).
 """
 from __future__ import annotations
 
 import functools
+import json
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -300,6 +304,15 @@ def _batch_table(peer: Pymanopt | None, quick: bool, workdir: Path) -> Table:
 
 
 def tables(quick: bool) -> list[Table]:
+    """The family's tables, computed by ``benchmarks/_solvers_worker.py`` on one core."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks._solvers_worker",
+                           *(["--quick"] if quick else [])], cwd=ROOT, stdout=subprocess.PIPE,
+                          text=True, check=True)
+    return [Table(**table) for table in json.loads(done.stdout)]
+
+
+def tables_on_this_process(quick: bool) -> list[Table]:
+    """The comparison tables and the batch table, measured in this process."""
     peer = Pymanopt.start_pymanopt()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -308,6 +321,13 @@ def tables(quick: bool) -> list[Table]:
             if not quick:
                 out.append(_comparison_table(peer, 10, quick, workdir))
             out.append(_batch_table(peer, quick, workdir))
+        for table in out:
+            table.notes.append(
+                "Both sides on one core: this family runs in a process pinned to one core "
+                "(`benchmarks/_solvers_worker.py`), and the Pymanopt worker it starts inherits "
+                "it; XLA:CPU then runs one thread. On two threads, jaxlib 0.10.2's batched LAPACK "
+                "kernels can deadlock when two run at once (each blocks a pool thread while it "
+                "waits for its chunks): the stack of 100 rotations of 30 × 30 hung there.")
         if peer is not None:
             for table in out:
                 table.notes.append(f"Pymanopt {peer.versions['pymanopt']} with jax "

@@ -7,8 +7,12 @@ r"""Karcher mean of symmetric positive definite matrices under the affine-invari
 (:class:`geometric.SPD`, ``metric="affine"``). The minimiser, the Karcher (Riemannian) mean, is
 unique: SPD(n) with this metric has non-positive curvature. Pymanopt has no example of it;
 Manopt's ``examples/positive_definite_intrinsic_mean.m`` sets the sizes and the data: ``m = 50``
-noisy copies of a diagonal ``5 × 5`` matrix, started from the first of them, solved with
-Riemannian L-BFGS.
+noisy copies of a diagonal ``5 × 5`` matrix, solved with Riemannian L-BFGS. Manopt starts at
+the first matrix; here the start is the identity: at ``X = A₁`` every eigenvalue of ``X⁻¹A₁`` is
+1, and JAX's ``eigh``, which the cost (:func:`examples.solvers.costs.karcher_mean_spd`, plain
+``jax.numpy``, shared with the Pymanopt benchmark) differentiates, has no second derivative at
+repeated eigenvalues (nan Hessian-vector products for the trust regions).
+``geometric.SPD(n).dist``, through the library's own eigendecomposition rule, has one there.
 
 The reference is the classical fixed-point iteration (a Riemannian gradient step of length 1,
 in NumPy, :func:`optimum`)

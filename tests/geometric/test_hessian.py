@@ -19,6 +19,7 @@ import pytest
 
 import geometric
 from tests.geometric.test_manifolds import MANIFOLDS, UNOPTIMIZED, hessian_cost
+from tests.geometric.test_optim import Circle
 
 # The law suite's manifolds but two whose Hessians are others' code (the retraction does not
 # enter the Hessian): stiefel-cayley is stiefel-qr's, stiefel-square-canonical-cayley
@@ -209,28 +210,6 @@ def test_log_euclidean_check_hessian_at_a_repeated_eigenvalue():
 
 # ----------------------------------------------------------------------------------------------
 # The base class: user manifolds
-
-
-@dataclasses.dataclass(frozen=True)
-class Circle(geometric.AbstractManifold):
-    shape = (2,)
-    self_correcting = True
-    _error_formula = "|xᵀx − 1|"
-
-    def _random_point(self, key, dtype):
-        return self._project_point(jax.random.normal(key, (2,), dtype))
-
-    def _project(self, x, v):
-        return v - x * jnp.sum(x * v, axis=-1, keepdims=True)
-
-    def _project_point(self, x):
-        return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
-
-    def _retract(self, x, v):
-        return self._project_point(x + v)
-
-    def _manifold_error(self, x):
-        return jnp.abs(jnp.sum(x * x, axis=-1) - 1)
 
 
 @dataclasses.dataclass(frozen=True)
