@@ -12,7 +12,6 @@ the first matrix; here the start is the identity: at ``X = A₁`` every eigenval
 1, and JAX's ``eigh``, which the cost (:func:`examples.solvers.costs.karcher_mean_spd`, plain
 ``jax.numpy``, shared with the Pymanopt benchmark) differentiates, has no second derivative at
 repeated eigenvalues (nan Hessian-vector products for the trust regions).
-``geometric.SPD(n).dist``, through the library's own eigendecomposition rule, has one there.
 
 The reference is the classical fixed-point iteration (a Riemannian gradient step of length 1,
 in NumPy, :func:`optimum`)
