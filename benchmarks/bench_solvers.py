@@ -250,20 +250,21 @@ def _batch_table(peer: Pymanopt | None, quick: bool, workdir: Path) -> Table:
         iterations = np.asarray(result.iterations)
         loop = functools.partial(_solve_each, one, singles)
         cells = [f"{BATCH} × {_size_label(example, 1)}", SHORT[solver]]
-        mine, looped, theirs = [], [], []
+        mine: list[float] = []
+        looped: list[float] = []
+        theirs: list[float] = []
+        if peer is not None:
+            path = workdir / f"{name}-batch.npz"
+            _save(path, {k: np.stack([raw[k] for _, raw in problems[:subset]])
+                         for k in problems[0][1]})
+            case = peer.case(name, path, solver, options, _time_limit(quick), batched=True)
         for r in range(1 if quick else 2):
             sides = ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours")
-            for side in sides if peer is not None else ("ours",):
+            for side in sides:
                 if side == "ours":
                     mine.append(_median_time(compiled, data, 0.3))
                     looped.append(_median_time(loop, None, 0.3, warm_up=True))
-                else:
-                    if not theirs:
-                        path = workdir / f"{name}-batch.npz"
-                        _save(path, {k: np.stack([raw[k] for _, raw in problems[:subset]])
-                                     for k in problems[0][1]})
-                        case = peer.case(name, path, solver, options, _time_limit(quick),
-                                         batched=True)
+                elif peer is not None:
                     reply = peer.solve(case, subset)
                     # Pymanopt's time for the batch: its time for the first `subset`, scaled by
                     # the iterations the whole batch takes over those the subset takes (ours).

@@ -67,9 +67,10 @@ def optimum(data: _common.Data, *, max_iterations: int = 1000) -> np.ndarray:
     for _ in range(max_iterations):
         half, half_inv = _hermitian(x, np.sqrt), _hermitian(x, lambda w: 1 / np.sqrt(w))
         step = _hermitian(half_inv @ a @ half_inv, np.log).mean(axis=0)
-        if np.linalg.norm(step) >= last:
+        length = float(np.linalg.norm(step))
+        if length >= last:
             break
-        last = np.linalg.norm(step)
+        last = length
         x = half @ _hermitian(step, np.exp) @ half
         x = 0.5 * (x + x.T)
     return x
