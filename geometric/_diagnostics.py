@@ -359,8 +359,9 @@ def _retraction_acceleration(m: AbstractManifold, x: jax.Array, v: jax.Array) ->
 
         Γ_w(v, v) = D_yF[v](v, w) - ½ D_yF[w](v, v) + F(x, c''(0), w),
 
-    derivatives of order two at most. ``c''(0)`` is the mean of ``c''(±h)``: a retraction written
-    with ``‖v‖`` (``safe_sqrt``) has a true second derivative at 0 that its code does not give.
+    derivatives of order two at most. ``c''(0)`` is the mean of ``c''(±h)``: a user's retraction
+    written with ``‖v‖`` has a true second derivative at 0 that its code need not give (ours are
+    functions of ``‖v‖²``).
     """
     def inner(y: jax.Array, p: jax.Array, q: jax.Array) -> jax.Array:
         return 0.5 * jnp.sum(m.inner(y, p, q) + m.inner(y, q, p))

@@ -15,11 +15,13 @@ beyond it by rounding (up to ``1 − ε/2``) is treated as lying on its boundary
 public functions give nan for it (:func:`outside_ball`). The hyperboloid is kept within the same
 distance of its origin (:func:`outside_hyperboloid`).
 
-**Removable singularities.** ``tanh(t)/t``, ``t/tanh(t)``, ``sinh(t)/t``, ``t/sinh(t)`` and
-``artanh(z)/z`` are evaluated as Taylor polynomials below a small cutoff and directly above it
-(:func:`even_function`), so they and their derivatives are exact to rounding at and near 0;
-``arcosh(1 + δ)`` is ``log1p(δ + √(δ(δ + 2)))``, accurate for every ``δ ≥ 0`` and with
-derivative 0 (a subgradient) at ``δ = 0``.
+**Removable singularities.** ``tanh(t)/t``, ``t/tanh(t)``, ``sinh(t)/t``, ``t/sinh(t)``,
+``cosh(t)`` and ``artanh(z)/z`` are functions of ``t²`` (of ``‖v‖²``, never of the norm ``‖v‖``,
+which has no second derivative at 0), evaluated as Taylor polynomials below a small cutoff and
+directly above it (:func:`geometric._core.arrays.analytic_at_zero`), so they and their derivatives
+of every order are exact to rounding at and near 0; ``arcosh(1 + δ)²`` likewise
+(:func:`arcosh1p_squared`), and a distance ``arcosh(1 + δ)`` is its square root, with derivative 0
+(a subgradient) and a nan second derivative at ``δ = 0``.
 """
 from __future__ import annotations
 
@@ -34,14 +36,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .checks import check_int_field
-from .arrays import safe_sqrt
+from .arrays import analytic_at_zero, norm_from_square, safe_sqrt
 from .manifold import AbstractManifold
 
-__all__ = ["AbstractHyperbolicManifold", "arcosh1p", "artanhc", "ball_margin", "check_curvature",
-           "clip_ball", "difference_denominator", "dot", "even_function", "exp_sum", "expmap0",
+__all__ = ["AbstractHyperbolicManifold", "arcosh1p", "arcosh1p_squared", "artanhc", "ball_margin", "check_curvature",
+           "clip_ball", "cosh_root", "difference_denominator", "dot", "exp_sum", "expmap0",
            "gap", "gyro_sum", "logmap0", "lorentz_to_poincare", "max_distance", "minkowski",
            "mobius_add", "mobius_difference", "mobius_matvec", "mobius_scalar_mul",
-           "nan_outside", "outside_ball", "outside_hyperboloid",
+           "nan_outside", "nonnegative", "outside_ball", "outside_hyperboloid",
            "poincare_to_lorentz", "sinhc", "t_over_sinh", "t_over_tanh", "tanhc"]
 
 _MARGINS = {np.dtype(np.float32): 5e-4, np.dtype(np.float64): 1e-8}
@@ -100,6 +102,13 @@ def dot(u: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.sum(u * v, axis=-1)
 
 
+def nonnegative(q: jax.Array) -> jax.Array:
+    """``q`` where ``q ≥ 0``, else 0: for a quantity nonnegative but for rounding. At ``q = 0``,
+    where such a quantity has its minimum, the derivatives are ``q``'s (``jnp.maximum(q, 0)``
+    would halve them there, a wrong second derivative at a quadratic minimum)."""
+    return jnp.where(q < 0, 0, q)
+
+
 def minkowski(u: jax.Array, v: jax.Array) -> jax.Array:
     """The Minkowski product ``−u₀v₀ + Σᵢ uᵢvᵢ`` over the last axis."""
     return dot(u, v) - 2 * u[..., 0] * v[..., 0]
@@ -120,62 +129,61 @@ def clip_ball(x: jax.Array, c: float) -> jax.Array:
     return x * scale[..., None]
 
 
-def even_function(t: jax.Array, direct: Callable[[jax.Array], jax.Array],
-                  coefficients: Sequence[float]) -> jax.Array:
-    """An even function ``f(t)`` with a removable singularity at 0, for ``t ≥ 0``.
-
-    Below the cutoff (0.1 in float32, 0.03 in float64) the Taylor polynomial
-    ``Σₖ coefficients[k] t²ᵏ`` (six terms: truncation error below 1e-19); above it ``direct(t)``.
-    Each branch is evaluated only where it is selected (elsewhere at a harmless argument), so
-    neither contributes ``0·∞`` to the derivative of the other.
-    """
-    cutoff = 0.1 if t.dtype == jnp.float32 else 0.03
-    small = t < cutoff
-    t2 = jnp.square(jnp.where(small, t, 0))  # large t would overflow the masked polynomial
-    series = jnp.zeros_like(t)
-    for a in reversed(coefficients):
-        series = series * t2 + a
-    return jnp.where(small, series, direct(jnp.where(small, cutoff, t)))
+def tanhc(t2: jax.Array) -> jax.Array:
+    """``tanh(t)/t`` as a function of ``t2 = t² ≥ 0`` (1 at 0)."""
+    return analytic_at_zero(t2, lambda s: jnp.tanh(jnp.sqrt(s)) / jnp.sqrt(s),
+                            (1, -1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925))
 
 
-def tanhc(t: jax.Array) -> jax.Array:
-    """``tanh(t)/t`` for ``t ≥ 0`` (1 at 0)."""
-    return even_function(t, lambda t: jnp.tanh(t) / t,
-                         (1, -1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925))
+def t_over_tanh(t2: jax.Array) -> jax.Array:
+    """``t/tanh(t)`` as a function of ``t2 = t² ≥ 0`` (1 at 0)."""
+    return analytic_at_zero(t2, lambda s: jnp.sqrt(s) / jnp.tanh(jnp.sqrt(s)),
+                            (1, 1 / 3, -1 / 45, 2 / 945, -1 / 4725, 2 / 93555))
 
 
-def t_over_tanh(t: jax.Array) -> jax.Array:
-    """``t/tanh(t)`` for ``t ≥ 0`` (1 at 0)."""
-    return even_function(t, lambda t: t / jnp.tanh(t),
-                         (1, 1 / 3, -1 / 45, 2 / 945, -1 / 4725, 2 / 93555))
+def sinhc(t2: jax.Array) -> jax.Array:
+    """``sinh(t)/t`` as a function of ``t2 = t² ≥ 0`` (1 at 0)."""
+    return analytic_at_zero(t2, lambda s: jnp.sinh(jnp.sqrt(s)) / jnp.sqrt(s),
+                            (1, 1 / 6, 1 / 120, 1 / 5040, 1 / 362880, 1 / 39916800))
 
 
-def sinhc(t: jax.Array) -> jax.Array:
-    """``sinh(t)/t`` for ``t ≥ 0`` (1 at 0)."""
-    return even_function(t, lambda t: jnp.sinh(t) / t,
-                         (1, 1 / 6, 1 / 120, 1 / 5040, 1 / 362880, 1 / 39916800))
+def t_over_sinh(t2: jax.Array) -> jax.Array:
+    """``t/sinh(t)`` as a function of ``t2 = t² ≥ 0`` (1 at 0)."""
+    return analytic_at_zero(t2, lambda s: jnp.sqrt(s) / jnp.sinh(jnp.sqrt(s)),
+                            (1, -1 / 6, 7 / 360, -31 / 15120, 127 / 604800, -73 / 3421440))
 
 
-def t_over_sinh(t: jax.Array) -> jax.Array:
-    """``t/sinh(t)`` for ``t ≥ 0`` (1 at 0)."""
-    return even_function(t, lambda t: t / jnp.sinh(t),
-                         (1, -1 / 6, 7 / 360, -31 / 15120, 127 / 604800, -73 / 3421440))
+def cosh_root(t2: jax.Array) -> jax.Array:
+    """``cosh(t)`` as a function of ``t2 = t² ≥ 0``."""
+    return analytic_at_zero(t2, lambda s: jnp.cosh(jnp.sqrt(s)),
+                            (1, 1 / 2, 1 / 24, 1 / 720, 1 / 40320, 1 / 3628800))
 
 
-def artanhc(z: jax.Array) -> jax.Array:
-    """``artanh(z)/z`` for ``0 ≤ z``, with ``z`` clamped to ``1 − ε`` (the safe ball)."""
-    z = jnp.minimum(z, 1 - ball_margin(z.dtype))
-    return even_function(z, lambda z: jnp.arctanh(z) / z,
-                         (1, 1 / 3, 1 / 5, 1 / 7, 1 / 9, 1 / 11))
+def artanhc(z2: jax.Array) -> jax.Array:
+    """``artanh(z)/z`` as a function of ``z2 = z² ≥ 0``, with ``z`` clamped to ``1 − ε`` (the
+    safe ball)."""
+    top = 1 - ball_margin(z2.dtype)
+    z2 = jnp.minimum(z2, top * top)
+    return analytic_at_zero(z2, lambda s: jnp.arctanh(jnp.sqrt(s)) / jnp.sqrt(s),
+                            (1, 1 / 3, 1 / 5, 1 / 7, 1 / 9, 1 / 11))
 
 
 def arcosh1p(delta: jax.Array) -> jax.Array:
-    """``arcosh(1 + δ)`` for ``δ ≥ 0``: ``log1p(δ + √(δ(δ + 2)))``, accurate for small and large δ.
+    """``arcosh(1 + δ)`` for ``δ ≥ 0``: the square root of :func:`arcosh1p_squared` (derivative 0,
+    a subgradient, at ``δ = 0``; the second derivative there is nan)."""
+    return norm_from_square(arcosh1p_squared(delta))
 
-    Its derivative at ``δ = 0`` is taken as 1 (the ``√`` contributes the subgradient 0): a distance
-    ``arcosh(1 + δ)`` with ``δ ∝ ‖x − y‖²`` then has derivative 0 at ``x = y``.
+
+def arcosh1p_squared(delta: jax.Array) -> jax.Array:
+    """``arcosh(1 + δ)²`` for ``δ ≥ 0``, analytic at 0: ``δ(2 − δ/3 + 4δ²/45 − …)`` below the
+    cutoff, ``log1p(δ + √(δ(δ + 2)))²`` above it (accurate for small and large δ).
+
+    A squared distance ``arcosh(1 + δ)²`` with ``δ ∝ ‖x − y‖²`` is then smooth at ``x = y``, with
+    every derivative exact there (the distance itself has none beyond the first).
     """
-    return jnp.log1p(delta + safe_sqrt(delta * (delta + 2)))
+    series = analytic_at_zero(delta, lambda d: jnp.log1p(d + jnp.sqrt(d * (d + 2))) ** 2 / d,
+                              (2, -1 / 3, 4 / 45, -1 / 35, 16 / 1575, -8 / 2079))
+    return delta * series
 
 
 def _floor(den: jax.Array) -> jax.Array:
@@ -233,7 +241,7 @@ def difference_denominator(g: jax.Array, x2: jax.Array, xe: jax.Array, e2: jax.A
     ``e = 0`` with no cancellation (the direct form subtracts numbers near 1 to get ``g² ≈ 4e-10``
     on the float32 boundary). Floored at the smallest normal number.
     """
-    return _floor(jnp.square(g - c * xe) + c * c * jnp.maximum(x2 * e2 - xe * xe, 0))
+    return _floor(jnp.square(g - c * xe) + c * c * nonnegative(x2 * e2 - xe * xe))
 
 
 def exp_sum(x: jax.Array, v: jax.Array, c: float) -> jax.Array:
@@ -247,10 +255,11 @@ def exp_sum(x: jax.Array, v: jax.Array, c: float) -> jax.Array:
     ``tanhc(t) λ_x v/2``, smooth at ``v = 0``.
     """
     g = gap(dot(x, x), c)  # 2/λ_x
-    norm = safe_sqrt(dot(v, v))
+    v2 = dot(v, v)
+    norm = safe_sqrt(v2)
     t = math.sqrt(c) * norm / g
     long = t >= 1
-    short = x + (tanhc(jnp.where(long, 0, t)) / g)[..., None] * v
+    short = x + (tanhc(jnp.where(long, 0, c * v2 / (g * g))) / g)[..., None] * v
     unit = v / jnp.where(long, norm, 1)[..., None]
     q = jnp.exp(-2 * jnp.where(long, t, 1))
     sigma = 2 * q / (1 + q)
@@ -260,12 +269,12 @@ def exp_sum(x: jax.Array, v: jax.Array, c: float) -> jax.Array:
 
 def expmap0(v: jax.Array, c: float) -> jax.Array:
     """``exp₀(v) = tanh(√c‖v‖) v/(√c‖v‖)``, on the safe ball (tanh saturates to the boundary)."""
-    return clip_ball(tanhc(math.sqrt(c) * safe_sqrt(dot(v, v)))[..., None] * v, c)
+    return clip_ball(tanhc(c * dot(v, v))[..., None] * v, c)
 
 
 def logmap0(y: jax.Array, c: float) -> jax.Array:
     """``log₀(y) = artanh(√c‖y‖) y/(√c‖y‖)``, the inverse of :func:`expmap0`."""
-    return artanhc(math.sqrt(c) * safe_sqrt(dot(y, y)))[..., None] * y
+    return artanhc(c * dot(y, y))[..., None] * y
 
 
 def mobius_scalar_mul(r: jax.Array, x: jax.Array, c: float) -> jax.Array:

@@ -22,7 +22,7 @@ from jax.typing import DTypeLike
 from rules.internal import REAL_DTYPES, check_array, mm_h
 
 from .checks import check_real_dtype
-from .arrays import frobenius_inner, safe_sqrt
+from .arrays import frobenius_inner, norm_from_square
 
 __all__ = ["CAPABILITIES", "CAPABILITY_HOOKS", "AbstractManifold"]
 
@@ -30,7 +30,7 @@ __all__ = ["CAPABILITIES", "CAPABILITY_HOOKS", "AbstractManifold"]
 CAPABILITY_HOOKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "exp": (("_exp",), ()),
     "log": (("_log",), ()),
-    "dist": (("_dist",), ()),  # or "log", whose norm is the default _dist
+    "dist": (("_squared_dist",), ()),  # or "log", whose squared norm is the default
     "frame": (("_to_frame", "_from_frame"), ("_frame_rgrad",)),
 }
 CAPABILITIES = tuple(CAPABILITY_HOOKS)
@@ -73,9 +73,10 @@ class AbstractManifold(abc.ABC):
       (the trust-region radius, the cap on inner iterations): by default it raises
       ``NotImplementedError``; define it as a property (or a class attribute) where it is known.
     * Optional, declared in :attr:`capabilities`: ``"exp"`` (``_exp``), ``"log"`` (``_log``),
-      ``"dist"`` (``_dist``; by default the norm of ``_log``) and ``"frame"`` (``_to_frame``,
-      ``_from_frame``: points are orthonormal frames, see :meth:`to_frame`; ``_frame_rgrad``
-      gives ``manifold_adam`` the Riemannian gradient as ``G + Y C``, by default it forms it).
+      ``"dist"`` (``_squared_dist``, smooth at ``y = x``; by default the squared norm of
+      ``_log``) and ``"frame"`` (``_to_frame``, ``_from_frame``: points are orthonormal frames,
+      see :meth:`to_frame`; ``_frame_rgrad`` gives ``manifold_adam`` the Riemannian gradient as
+      ``G + Y C``, by default it forms it).
       A declared capability without its hooks, or a hook without its declaration, is a
       ``TypeError`` when the class is defined; calling a method the manifold does not declare
       raises ``NotImplementedError``. The optimizers that need a capability accept every
@@ -143,7 +144,7 @@ class AbstractManifold(abc.ABC):
             overridden = [h for h in (*required, *optional)
                           if getattr(cls, h) is not getattr(AbstractManifold, h)]
             missing = [h for h in required if h not in overridden]
-            if capability == "dist" and "log" in cls.capabilities:  # the default _dist
+            if capability == "dist" and "log" in cls.capabilities:  # the default _squared_dist
                 missing = []
             if declared and missing:
                 raise TypeError(f"{cls.__name__} declares {capability!r} in `capabilities` but "
@@ -322,9 +323,14 @@ class AbstractManifold(abc.ABC):
         return self._nan_outside(self._inner(x, u, v), x)
 
     def norm(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        """``√inner(x, v, v)``; its derivative at ``v = 0`` is 0 (a subgradient), not nan."""
+        """``√inner(x, v, v)``; its derivative at ``v = 0`` is 0 (a subgradient), not nan.
+
+        The norm has no second derivative at ``v = 0``: ``jax.hessian`` there gives nan (also
+        for ``norm**2``, whose true second derivative no derivative of the norm can carry; use
+        ``inner(x, v, v)``).
+        """
         x, v = self._inputs("norm", x, v=v)
-        return self._nan_outside(safe_sqrt(self._inner(x, v, v)), x)
+        return self._nan_outside(norm_from_square(self._inner(x, v, v)), x)
 
     def retract(self, x: jax.Array, v: jax.Array) -> jax.Array:
         """The retraction ``R_x(v)``: a point of the manifold, ``R_x(tv) = x + tv + O(t²)``."""
@@ -367,15 +373,32 @@ class AbstractManifold(abc.ABC):
     def dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
         """The geodesic distance; shape: the batch axes of ``x``.
 
-        Its derivative at ``y = x`` is 0 (a subgradient; the distance is not differentiable
-        there), so ``dist(x, y)**2`` has its true derivative, 0, at ``y = x``.
+        ``√squared_dist(x, y)``. Its derivative at ``y = x`` is 0 (a subgradient; the distance is
+        not differentiable there), so ``dist(x, y)**2`` has its true gradient, 0, at ``y = x``;
+        its second derivative there is nan. The second derivative of ``dist**2`` at ``y = x``
+        (the metric) is beyond any derivative of ``dist`` — write squared distances (Karcher
+        means, variances, trust-region costs) with :meth:`squared_dist`, smooth everywhere.
 
         Raises:
           NotImplementedError: the manifold does not declare ``"dist"`` in :attr:`capabilities`.
         """
         self._require("dist")
         x, y = self._inputs("dist", x, y=y)
-        return self._nan_outside(self._dist(x, y), x, y)
+        return self._nan_outside(norm_from_square(self._squared_dist(x, y)), x, y)
+
+    def squared_dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        """The squared geodesic distance ``dist(x, y)²``; shape: the batch axes of ``x``.
+
+        Smooth at ``y = x`` (where ``dist`` is not): its Hessian in ``y`` there is twice the
+        metric, ``∇²_y d²(x, y)|_{y=x} = 2 g_x``, and every derivative is exact — the cost to
+        use for Karcher means and second-order solvers.
+
+        Raises:
+          NotImplementedError: the manifold does not declare ``"dist"`` in :attr:`capabilities`.
+        """
+        self._require("dist", "squared_dist")
+        x, y = self._inputs("squared_dist", x, y=y)
+        return self._nan_outside(self._squared_dist(x, y), x, y)
 
     def to_frame(self, x: jax.Array) -> jax.Array:
         """A point (or tangent vector) as an orthonormal frame ``Y ∈ St(N, p)``, ``(..., N, p)``.
@@ -478,9 +501,10 @@ class AbstractManifold(abc.ABC):
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
         raise NotImplementedError
 
-    def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+    def _squared_dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        # The log is smooth at y = x and 0 there, so ⟨log, log⟩ has every derivative.
         v = self._log(x, y)
-        return safe_sqrt(self._inner(x, v, v))
+        return self._inner(x, v, v)
 
     def _outside(self, x: jax.Array) -> jax.Array | None:
         """Where a point lies outside the set the formulas hold on (batch shape, bool), or None

@@ -98,9 +98,9 @@ class Lorentz(hyp.AbstractHyperbolicManifold):
         # direction (the image of PoincareBall's random point).
         c = self.curvature
         xi = jax.random.normal(key, (self.n,), dtype) / math.sqrt(self.n)
-        s = math.sqrt(c) * safe_sqrt(hyp.dot(xi, xi))
-        return self._project_point(jnp.concatenate([(jnp.cosh(s) / math.sqrt(c))[None],
-                                                    hyp.sinhc(s) * xi]))
+        s2 = c * hyp.dot(xi, xi)
+        return self._project_point(jnp.concatenate([(hyp.cosh_root(s2) / math.sqrt(c))[None],
+                                                    hyp.sinhc(s2) * xi]))
 
     def _project(self, x: jax.Array, v: jax.Array) -> jax.Array:
         return v + (self.curvature * hyp.minkowski(x, v))[..., None] * x
@@ -144,12 +144,14 @@ class Lorentz(hyp.AbstractHyperbolicManifold):
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
         c = self.curvature
-        s = math.sqrt(c) * safe_sqrt(jnp.maximum(hyp.minkowski(v, v), 0))
+        # cosh s and sinh(s)/s as functions of s² = c‖v‖²_L: every derivative exact at v = 0.
+        s2 = c * hyp.nonnegative(hyp.minkowski(v, v))
         longest = 2 * math.sqrt(c) * hyp.max_distance(x.dtype, c)  # keeps cosh(s)·x finite
-        too_long = s > longest
-        v = v * jnp.where(too_long, longest / jnp.where(too_long, s, 1), 1)[..., None]
-        s = jnp.minimum(s, longest)
-        y = jnp.cosh(s)[..., None] * x + hyp.sinhc(s)[..., None] * v
+        too_long = s2 > longest * longest
+        scale = longest / jnp.sqrt(jnp.where(too_long, s2, 1))
+        v = v * jnp.where(too_long, scale, 1)[..., None]
+        s2 = jnp.minimum(s2, longest * longest)
+        y = hyp.cosh_root(s2)[..., None] * x + hyp.sinhc(s2)[..., None] * v
         return self._project_point(y)
 
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
@@ -157,10 +159,10 @@ class Lorentz(hyp.AbstractHyperbolicManifold):
         c = self.curvature
         e = y - x
         u = e + (c * hyp.minkowski(x, e))[..., None] * x
-        return hyp.t_over_sinh(math.sqrt(c) * self._dist(x, y))[..., None] * u
+        return hyp.t_over_sinh(c * self._squared_dist(x, y))[..., None] * u
 
-    def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+    def _squared_dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
         c = self.curvature
         e = y - x
-        delta = 0.5 * c * jnp.maximum(hyp.minkowski(e, e), 0)
-        return hyp.arcosh1p(delta) / math.sqrt(c)
+        delta = 0.5 * c * hyp.nonnegative(hyp.minkowski(e, e))
+        return hyp.arcosh1p_squared(delta) / c

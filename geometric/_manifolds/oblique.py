@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 
 from .._core.checks import check_int_field
-from .._core.arrays import safe_sqrt
 from .._core.manifold import AbstractManifold
 from .sphere import Sphere
 
@@ -114,6 +113,5 @@ class Oblique(AbstractManifold):
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
         return self._columns.log(x.mT, y.mT).mT
 
-    def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
-        angles = self._columns.dist(x.mT, y.mT)
-        return safe_sqrt(jnp.sum(angles * angles, axis=-1))
+    def _squared_dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        return jnp.sum(self._columns.squared_dist(x.mT, y.mT), axis=-1)

@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 
 from .._core import hyperbolic as hyp
-from .._core.arrays import safe_sqrt
 
 __all__ = ["PoincareBall"]
 
@@ -161,15 +160,15 @@ class PoincareBall(hyp.AbstractHyperbolicManifold):
 
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
         # (2/(√c λ_x)) artanh(√c‖u‖) u/‖u‖ = (1 − c‖x‖²)·(t/tanh t)·u with t = √c d/2, because
-        # √c‖u‖ = tanh(√c d/2): the distance comes from the accurate formula of _dist, and
-        # t/tanh t is smooth (1 at y = x, where u = 0 exactly).
+        # √c‖u‖ = tanh(√c d/2): the distance comes from the accurate formula of _squared_dist,
+        # and t/tanh t is analytic in t² (1 at y = x, where u = 0 exactly).
         c = self.curvature
         u = hyp.mobius_difference(x, y, c)
-        t = 0.5 * math.sqrt(c) * self._dist(x, y)
-        return (hyp.gap(hyp.dot(x, x), c) * hyp.t_over_tanh(t))[..., None] * u
+        t2 = 0.25 * c * self._squared_dist(x, y)
+        return (hyp.gap(hyp.dot(x, x), c) * hyp.t_over_tanh(t2))[..., None] * u
 
-    def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+    def _squared_dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
         c = self.curvature
         e = y - x
         delta = 2 * c * hyp.dot(e, e) / (hyp.gap(hyp.dot(x, x), c) * hyp.gap(hyp.dot(y, y), c))
-        return hyp.arcosh1p(delta) / math.sqrt(c)
+        return hyp.arcosh1p_squared(delta) / c

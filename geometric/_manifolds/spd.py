@@ -12,7 +12,7 @@ import numpy as np
 import rules
 from rules.internal import log_divided_differences, mm, triangular_solver
 
-from .._core.arrays import frobenius_inner, safe_sqrt, sym
+from .._core.arrays import frobenius_inner, sym
 from .._core.checks import check_choice_field, check_int_field
 from .._core.manifold import AbstractManifold
 
@@ -238,15 +238,14 @@ class SPD(AbstractManifold):
         t = triangular_solver(c)(mm(c, root).mT, left_side=True, transpose_a=True).mT
         return t + t.mT - 2 * x
 
-    def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+    def _squared_dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
         if self.metric == "affine":
             a = _affine_log(rules.cholesky(x), x, y)
-            return safe_sqrt(frobenius_inner(a, a))
+            return frobenius_inner(a, a)
         if self.metric == "log_euclidean":
             d = rules.logmh(y) - rules.logmh(x)
-            return safe_sqrt(frobenius_inner(d, d))
-        v = self._log(x, y)
-        return safe_sqrt(self._inner(x, v, v))
+            return frobenius_inner(d, d)
+        return super()._squared_dist(x, y)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.checks import check_int_field
-from .._core.arrays import safe_sqrt
+from .._core.arrays import analytic_at_zero, safe_sqrt
 from .._core.manifold import AbstractManifold
 
 __all__ = ["Sphere"]
@@ -96,21 +96,21 @@ class Sphere(AbstractManifold):
         return jnp.abs(_dot(x, x) - 1)
 
     def _exp(self, x: jax.Array, v: jax.Array) -> jax.Array:
-        t = safe_sqrt(_dot(v, v))[..., None]
-        return jnp.cos(t) * x + jnp.sinc(t / jnp.pi) * v  # sinc(t/π) = sin(t)/t, smooth at 0
+        # cos t and sin(t)/t as functions of t² = ‖v‖²: every derivative exact at v = 0.
+        t2 = _dot(v, v)[..., None]
+        return _cos_root(t2) * x + _sinc_root(t2) * v
 
     def _log(self, x: jax.Array, y: jax.Array) -> jax.Array:
-        u, norm, theta = _chord(x, y)
-        # θ/‖u‖ → 1 as y → x; the inner where() keeps the masked branch's derivative finite.
-        positive = norm > 0
-        log = jnp.where(positive, theta / jnp.where(positive, norm, 1), 1)[..., None] * u
+        u, s, c = _chord(x, y)
+        log = _angle(s, c)[0][..., None] * u
         # At the antipode (the cut locus: every direction is a shortest geodesic) ‖u‖ is
         # rounding, and u a direction picked by it: nan, not a finite wrong tangent.
-        antipode = (norm <= 8 * float(np.finfo(x.dtype).eps)) & (_dot(x, y) < 0)
+        antipode = (s <= (8 * float(np.finfo(x.dtype).eps)) ** 2) & (c < 0)
         return jnp.where(jax.lax.stop_gradient(antipode)[..., None], jnp.nan, log)
 
-    def _dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
-        return _chord(x, y)[2]
+    def _squared_dist(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        _, s, c = _chord(x, y)
+        return _angle(s, c)[1]
 
     def _to_frame(self, x: jax.Array) -> jax.Array:
         return x[..., None]
@@ -128,15 +128,44 @@ def _dot(u: jax.Array, v: jax.Array) -> jax.Array:
 
 
 def _chord(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """``u = P_x(y)``, ``‖u‖`` and the angle ``θ = atan2(‖u‖, xᵀy)`` between ``x`` and ``y``.
+    """``u = P_x(y)``, ``‖u‖²`` and ``xᵀy``, whose angle ``θ = atan2(‖u‖, xᵀy)`` is the distance.
 
     ``u`` is formed from ``y - x``: equal to ``y - (xᵀy)x`` on the sphere, accurate for close
-    points, and exactly 0 at ``y = x``, where ``θ`` then has derivative 0.
+    points, and exactly 0 at ``y = x``.
     """
     d = y - x
     u = d - x * _dot(x, d)[..., None]
-    norm = safe_sqrt(_dot(u, u))
-    return u, norm, jnp.arctan2(norm, _dot(x, y))
+    return u, _dot(u, u), _dot(x, y)
+
+
+def _angle(s: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``θ/‖u‖`` and ``θ²`` for ``θ = atan2(‖u‖, c)``, from ``s = ‖u‖²`` and ``c = xᵀy``.
+
+    Within 60° of ``x`` (``c > 1/2``) both are analytic in ``s``: ``θ/‖u‖ = atanc(s/c²)/c`` with
+    ``atanc(z²) = arctan(z)/z``, so the logarithm and the squared distance have every derivative
+    at ``y = x`` (a formula through ``‖u‖`` has no second derivative there).
+    """
+    near = c > 0.5
+    c_near = jnp.where(near, c, 1)
+    ratio = analytic_at_zero(jnp.where(near, s / (c_near * c_near), 0),
+                             lambda z2: jnp.arctan(jnp.sqrt(z2)) / jnp.sqrt(z2),
+                             (1, -1 / 3, 1 / 5, -1 / 7, 1 / 9, -1 / 11)) / c_near
+    s_far = jnp.where(near | (s <= 0), 1, s)
+    theta_far = jnp.arctan2(jnp.where(near, 1, safe_sqrt(s)), c)  # antipode: subgradient 0
+    over = jnp.where(near, ratio, theta_far / jnp.sqrt(s_far))
+    return over, jnp.where(near, s * ratio * ratio, theta_far * theta_far)
+
+
+def _cos_root(t2: jax.Array) -> jax.Array:
+    """``cos t`` as a function of ``t2 = t²``."""
+    return analytic_at_zero(t2, lambda s: jnp.cos(jnp.sqrt(s)),
+                            (1, -1 / 2, 1 / 24, -1 / 720, 1 / 40320, -1 / 3628800))
+
+
+def _sinc_root(t2: jax.Array) -> jax.Array:
+    """``sin(t)/t`` as a function of ``t2 = t²``."""
+    return analytic_at_zero(t2, lambda s: jnp.sin(jnp.sqrt(s)) / jnp.sqrt(s),
+                            (1, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880, -1 / 39916800))
 
 
 def _normalize(x: jax.Array) -> jax.Array:

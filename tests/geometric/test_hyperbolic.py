@@ -30,26 +30,30 @@ def close(got, want, tol=1e-12):
 # Removable singularities and arcosh(1 + δ)
 
 
-REFERENCE = {
-    hyp.tanhc: lambda t: np.tanh(t) / t, hyp.t_over_tanh: lambda t: t / np.tanh(t),
-    hyp.sinhc: lambda t: np.sinh(t) / t, hyp.t_over_sinh: lambda t: t / np.sinh(t),
-    hyp.artanhc: lambda t: np.arctanh(t) / t,
+REFERENCE = {  # f(t²) in terms of t, and f's derivative at 0 (the Taylor coefficient of t²)
+    hyp.tanhc: (lambda t: np.tanh(t) / t, -1 / 3), hyp.t_over_tanh: (lambda t: t / np.tanh(t), 1 / 3),
+    hyp.sinhc: (lambda t: np.sinh(t) / t, 1 / 6), hyp.t_over_sinh: (lambda t: t / np.sinh(t), -1 / 6),
+    hyp.cosh_root: (np.cosh, 1 / 2), hyp.artanhc: (lambda t: np.arctanh(t) / t, 1 / 3),
 }
 
 
 @pytest.mark.parametrize("f", list(REFERENCE), ids=lambda f: f.__name__)
-def test_even_functions_across_their_cutoffs(f):
-    want = REFERENCE[f]
+def test_even_functions_of_the_square_across_their_cutoffs(f):
+    want, slope = REFERENCE[f]
     t = np.asarray([1e-9, 1e-3, 0.0299, 0.0301, 0.0999, 0.1001, 0.5, 0.9])
-    close(f(jnp.asarray(t)), want(t), 3e-16)
-    np.testing.assert_allclose(f(jnp.asarray(t, jnp.float32)), want(t), rtol=4e-7)
-    h = 1e-6  # the derivative, continuous across the cutoffs, against central differences
-    s = t[1:-1]
-    close(jax.vmap(jax.grad(f))(jnp.asarray(s)), (want(s + h) - want(s - h)) / (2 * h), 1e-9)
-    zero = jax.grad(f)(jnp.zeros(()))
-    assert float(zero) == 0 and float(f(jnp.zeros(()))) == 1
+    close(f(jnp.asarray(t * t)), want(t), 3e-16)
+    np.testing.assert_allclose(f(jnp.asarray(t * t, jnp.float32)), want(t), rtol=4e-7)
+    h = 1e-7  # the derivative in t², continuous across the cutoffs, against central differences
+    s = t[1:-1] ** 2
+    fd = (want(np.sqrt(s + h)) - want(np.sqrt(s - h))) / (2 * h)
+    close(jax.vmap(jax.grad(f))(jnp.asarray(s)), fd, 1e-8)
+    # analytic at 0: the value, the slope, and a finite second derivative
+    assert float(f(jnp.zeros(()))) == 1
+    close(jax.grad(f)(jnp.zeros(())), slope, 1e-15)
+    assert np.isfinite(jax.grad(jax.grad(f))(jnp.zeros(())))
     # the masked polynomial must not overflow (sinh itself overflows float32 beyond 89)
-    big = jnp.asarray([50.0] if "sinh" in f.__name__ else [50.0, 1e6], jnp.float32)
+    big = jnp.asarray([50.0**2] if "sinh" in f.__name__ or "cosh" in f.__name__ else [50.0**2, 1e12],
+                      jnp.float32)
     assert np.isfinite(jax.vmap(jax.grad(f))(big)).all() and np.isfinite(f(big)).all()
 
 
@@ -57,7 +61,12 @@ def test_arcosh1p_is_accurate_for_small_and_large_arguments():
     delta = np.asarray([1e-20, 1e-10, 1e-3, 1.0, 1e8])
     want = 2 * np.arcsinh(np.sqrt(delta / 2))  # = arcosh(1 + δ), without rounding 1 + δ
     close(hyp.arcosh1p(jnp.asarray(delta)), want, 1e-15)
-    assert float(jax.grad(hyp.arcosh1p)(jnp.zeros(()))) == 1
+    close(hyp.arcosh1p_squared(jnp.asarray(delta)), want**2, 1e-15)
+    # arcosh(1 + δ)² = 2δ − δ²/3 + …: analytic at 0; the distance has the subgradient 0 there
+    zero = jnp.zeros(())
+    close(jax.grad(hyp.arcosh1p_squared)(zero), 2, 1e-15)
+    close(jax.grad(jax.grad(hyp.arcosh1p_squared))(zero), -2 / 3, 1e-13)
+    assert float(jax.grad(hyp.arcosh1p)(zero)) == 0
 
 
 # ----------------------------------------------------------------------------------------------
