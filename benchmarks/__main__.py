@@ -19,7 +19,7 @@ import jax  # noqa: E402
 from ._harness import load_average, machine_info
 
 FAMILIES = ["noise", "linalg", "decompositions", "matfun", "eager", "tensor", "forward",
-            "geometric", "hyperbolic", "training", "solvers"]
+            "geometric", "hyperbolic", "training", "solvers", "symplectic"]
 
 
 def main() -> None:

@@ -6,11 +6,13 @@ Manifolds (:class:`Stiefel`, :class:`Grassmann`, :class:`Sphere`, :class:`Orthog
 mirrors ``params`` with a manifold or None (Euclidean) per leaf. Optimizers live in
 :mod:`geometric.optim`; the operations hyperbolic layers are built from in
 :mod:`geometric.hyperbolic`; solvers that minimise a cost over a manifold in
-:mod:`geometric.solvers`.
+:mod:`geometric.solvers`; structure-preserving networks (SympNets, symplectic attention and
+transformers, symplectic autoencoders) in :mod:`geometric.nn`.
 """
 from rules import __version__ as __version__  # one distribution, one version
 
 from . import hyperbolic as hyperbolic
+from . import nn as nn
 from . import optim as optim
 from . import solvers as solvers
 from ._diagnostics import CheckResult as CheckResult
@@ -30,4 +32,4 @@ from ._manifolds.symplectic_stiefel import SymplecticStiefel as SymplecticStiefe
 
 __all__ = ["SPD", "AbstractManifold", "CheckResult", "Grassmann", "Lorentz", "Oblique", "Orthogonal",
            "PoincareBall", "Sphere", "Stiefel", "SymplecticStiefel", "check_gradient",
-           "check_hessian", "hyperbolic", "optim", "riemannian_gradient", "solvers"]
+           "check_hessian", "hyperbolic", "nn", "optim", "riemannian_gradient", "solvers"]

@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 MODULES = ["rules", "rules.testing", "rules.internal", "geometric", "geometric.optim",
-           "geometric.solvers", "geometric.hyperbolic"]
+           "geometric.solvers", "geometric.hyperbolic", "geometric.nn"]
 
 
 def _callables(module):
