@@ -74,6 +74,31 @@ def plain_transformer(net: gnn.LinearSymplecticTransformer, params, z: jax.Array
     return z
 
 
+def _j(z: jax.Array) -> jax.Array:
+    """``J z`` for row vectors ``z = (q, p)``: ``(p, −q)``."""
+    m = z.shape[-1] // 2
+    return jnp.concatenate([z[..., m:], -z[..., :m]], axis=-1)
+
+
+def plain_autoencoder(net: gnn.SymplecticAutoencoder, params, z: jax.Array) -> jax.Array:
+    """Gradient layers alternating from q (``*_init_q``) within each block; a PSD-like layer
+    encodes with the symplectic inverse ``J_{2n}ᵀΦᵀJ_{2N}`` and decodes with ``Φ``."""
+    for part, init_q in (("encoder", net.encoder_init_q), ("decoder", net.decoder_init_q)):
+        i = 0
+        for layer in params[part]:
+            if "basis" in layer:
+                phi = layer["basis"]
+                z = -_j(_j(z) @ phi) if part == "encoder" else z @ phi.T
+                i = 0
+                continue
+            def step(x, layer=layer):
+                return (layer["scale"] * net.activation(x @ layer["weight"].T + layer["bias"])
+                        ) @ layer["weight"]
+            z = _shear(z, step, (i % 2 == 0) == init_q)
+            i += 1
+    return z
+
+
 # ------------------------------------------------------------------------------------------------
 
 
@@ -103,6 +128,10 @@ def _cases(quick: bool):
          gnn.LinearSymplecticTransformer(4, 3), plain_transformer, (batch // 4, 3, 4)),
         ("LinearSymplecticTransformer", "dim 20, T 8, L 2",
          gnn.LinearSymplecticTransformer(20, 8, L=2), plain_transformer, (batch // 4, 8, 20)),
+        ("SymplecticAutoencoder", "2N 64 → 2n 4, GML's defaults",
+         gnn.SymplecticAutoencoder(64, 4), plain_autoencoder, (batch // 4, 64)),
+        ("SymplecticAutoencoder", "2N 256 → 2n 6, GML's defaults",
+         gnn.SymplecticAutoencoder(256, 6), plain_autoencoder, (batch // 8, 256)),
     ]
 
 

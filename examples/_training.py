@@ -630,8 +630,10 @@ def format_value(value: Any, spec: str) -> str:
 
 
 # Flags that do not change the trained parameters may differ between a run and its resumption.
+# Flags that change neither the trained parameters nor the data: a resume may change them (the
+# evaluation-only ones, --rollout-steps and --substeps, included).
 _RESUME_INSENSITIVE = ("resume", "checkpoint_every", "log_every", "eval_every", "no_progress", "cache_dir", "log_dir",
-                       "devices")
+                       "devices", "rollout_steps", "substeps")
 
 
 def check_resumable(run_dir: Path, config: Mapping[str, Any], resume: bool) -> None:

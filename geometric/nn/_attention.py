@@ -99,8 +99,8 @@ def _linear_attention(fname: str, z: jax.Array, a: rules.Symmetric, *, upper: bo
     q, p = _halves(z, n)
     weight = a.dense()
     if upper:
-        return jnp.concatenate([q + jnp.einsum("st,...tn->...sn", weight, p), p], axis=-1)
-    return jnp.concatenate([q, p + jnp.einsum("st,...tn->...sn", weight, q)], axis=-1)
+        return jnp.concatenate([q + weight @ p, p], axis=-1)
+    return jnp.concatenate([q, p + weight @ q], axis=-1)
 
 
 def symplectic_attention_q(z: jax.Array, a: rules.Symmetric | jax.Array) -> jax.Array:
