@@ -36,14 +36,11 @@ from ._sympnet import (
     check_phase_point,
     check_symmetric,
     glorot_uniform,
+    halves,
 )
 
 __all__ = ["LinearSymplecticTransformer", "linear_symplectic_attention_p",
            "linear_symplectic_attention_q", "symplectic_attention_p", "symplectic_attention_q"]
-
-
-def _halves(z: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
-    return z[..., :n], z[..., n:]
 
 
 def linear_symplectic_attention_q(z: jax.Array, a: rules.Symmetric) -> jax.Array:
@@ -96,7 +93,7 @@ def linear_symplectic_attention_p(z: jax.Array, a: rules.Symmetric) -> jax.Array
 def _linear_attention(fname: str, z: jax.Array, a: rules.Symmetric, *, upper: bool) -> jax.Array:
     n = check_phase_point(fname, z, ndim=2)
     check_symmetric(fname, "a", a, z.shape[-2])
-    q, p = _halves(z, n)
+    q, p = halves(z, n)
     weight = a.dense()
     if upper:
         return jnp.concatenate([q + weight @ p, p], axis=-1)
@@ -166,7 +163,7 @@ def _attention(fname: str, z: jax.Array, a: rules.Symmetric | jax.Array, *,
             raise ValueError(f"{fname}: `a` must have shape ({n}, {n}) (or be a rules.Symmetric "
                              f"with n = {n}); got {tuple(a.shape)}.")
         weight, symmetric = a, False
-    q, p = _halves(z, n)
+    q, p = halves(z, n)
     x = p if upper else q
     xa = x @ weight  # (..., T, n): row t is (A ᵀ x_t)ᵀ
     c = jnp.einsum("...sn,...tn->...st", xa, x)  # C_st = x_s A x_tᵀ

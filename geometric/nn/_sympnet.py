@@ -89,7 +89,8 @@ def glorot_uniform(key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Ar
     return jax.random.uniform(key, shape, dtype, -limit, limit)
 
 
-def _halves(z: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
+def halves(z: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
+    """``(q, p)`` of phase-space points ``z = (q, p)`` with ``n`` degrees of freedom."""
     return z[..., :n], z[..., n:]
 
 
@@ -162,7 +163,7 @@ def _linear(fname: str, z: jax.Array, s: rules.Symmetric, bias: jax.Array | None
 
 def _shear(z: jax.Array, weight: jax.Array, bias: jax.Array | None, *, upper: bool) -> jax.Array:
     """``z ↦ [[I, S], [0, I]] z + b`` (or the lower shear) for a dense symmetric ``S``."""
-    q, p = _halves(z, weight.shape[-1])
+    q, p = halves(z, weight.shape[-1])
     # p S = (S p)ᵀ row-wise: S is symmetric.
     out = jnp.concatenate([q + p @ weight, p] if upper else [q, p + q @ weight], axis=-1)
     return out if bias is None else out + as_row(bias, out.ndim)
@@ -214,7 +215,7 @@ def _activation(fname: str, z: jax.Array, scale: jax.Array, activation: Activati
                 upper: bool) -> jax.Array:
     n = check_phase_point(fname, z)
     check_vector(fname, "scale", scale, n)
-    q, p = _halves(z, n)
+    q, p = halves(z, n)
     scale = as_row(scale, z.ndim)
     if upper:
         return jnp.concatenate([q + scale * activation(p), p], axis=-1)
@@ -283,7 +284,7 @@ def _gradient(fname: str, z: jax.Array, weight: jax.Array, scale: jax.Array, bia
     h = weight.shape[0]
     check_vector(fname, "scale", scale, h)
     check_vector(fname, "bias", bias, h)
-    q, p = _halves(z, n)
+    q, p = halves(z, n)
     x = p if upper else q
     hidden = activation(x @ weight.T + as_row(bias, z.ndim))
     step = (as_row(scale, z.ndim) * hidden) @ weight
