@@ -156,3 +156,15 @@ def test_lowers_for_accelerators(platform):
         jax.jit(lambda a, b, s: batch(a, b, batch_size=4, step=s, seed=s)),
         platforms=[platform])(inputs, inputs, step)
     assert exported.out_avals[0].shape == (4, 3, 4)
+
+
+def test_the_rigid_body_windows_are_these():
+    """The volume-preserving transformer's data (examples/rigid_body) is this pipeline's windows
+    with seq_length = prediction_window = 3."""
+    from examples.rigid_body import data as rigid_body
+
+    trajectories = np.random.default_rng(0).normal(size=(4, 11, 3))
+    inputs, targets = rigid_body.windows(trajectories, 3, 3)
+    ours = trajectory_windows(jnp.asarray(trajectories), 3, 3)
+    np.testing.assert_array_equal(np.asarray(ours[0]), inputs)
+    np.testing.assert_array_equal(np.asarray(ours[1]), targets)
