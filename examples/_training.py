@@ -75,9 +75,12 @@ __all__ = [
     "checkpoints",
     "command_line",
     "configure_dtype",
+    "demo_directory",
     "describe_divergence",
     "directory",
     "dumps",
+    "evaluated_summary",
+    "finished_summary",
     "format_value",
     "init_optimizer",
     "initial_state",
@@ -92,13 +95,19 @@ __all__ = [
     "open_run",
     "orbax_manager",
     "output_file",
+    "parse_with_preset",
     "positive_float",
     "positive_int",
+    "print_demo_end",
+    "report_evaluation",
+    "run_directory",
     "save_checkpoint",
     "save_orbax",
+    "start_state",
     "summarize",
     "summary_writer",
     "train_loop",
+    "train_with_flags",
     "training_divergence",
     "write_json",
 ]
@@ -206,6 +215,14 @@ def output_file(text: str) -> Path:
     return path
 
 
+def run_directory(text: str) -> Path:
+    """An ``argparse`` type: a training run directory to read, one with a ``config.json`` (an evaluation's input)."""
+    path = Path(text)
+    if not (path / "config.json").is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a training run directory (it has no config.json)")
+    return path
+
+
 def make_directory(parser: argparse.ArgumentParser, path: Path, flag: str) -> Path:
     """Create ``path`` and its parents; a failure (no permission, a read-only file system) is ``parser.error``.
 
@@ -257,6 +274,27 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, steps: int, batch_s
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest readable checkpoint in --log-dir (none: start at step 0)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (batch jobs)")
+
+
+def parse_with_preset(parser: argparse.ArgumentParser, argv: Sequence[str] | None, flag: str,
+                      defaults: Mapping[str, Any]) -> argparse.Namespace:
+    """Parse ``argv`` (None: ``sys.argv[1:]``); where it holds ``flag`` (``--paper``), ``defaults`` replace
+    the parser's defaults first, so that flags given beside it win."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if flag in argv:
+        parser.set_defaults(**defaults)
+    return parser.parse_args(argv)
+
+
+def demo_directory(parent: Path, name: str) -> Path:
+    """A demo's new run directory, ``parent/<name>-<YYYYmmdd-HHMMSS>`` (local time)."""
+    return parent / time.strftime(f"{name}-%Y%m%d-%H%M%S")
+
+
+def print_demo_end(start: float, out: Path) -> None:
+    """A demo's last lines: its time since ``start`` (``time.perf_counter``) and how to see its logs in ``out``."""
+    print(f"demo finished in {time.perf_counter() - start:.0f} s")
+    print(f"TensorBoard: tensorboard --logdir {out}")
 
 
 def configure_dtype(name: str) -> jnp.dtype:
@@ -703,6 +741,22 @@ def initial_state(parser: argparse.ArgumentParser, run_dir: Path, fresh: TrainSt
     return state
 
 
+def start_state(parser: argparse.ArgumentParser, args: argparse.Namespace, run_dir: Path, params: PyTree,
+                optimizer: optax.GradientTransformation) -> TrainState:
+    """:func:`initial_state` of a fresh run from ``params`` (step 0, ``optimizer.init(params)``, ``--seed``), or
+    with ``--resume`` of ``run_dir``'s newest readable checkpoint."""
+    fresh = TrainState(0, params, init_optimizer(optimizer, params), args.seed)
+    return initial_state(parser, run_dir, fresh, args.resume)
+
+
+def finished_summary(run_dir: Path, state: TrainState, steps: int) -> dict[str, Any] | None:
+    """The ``summary.json`` of ``run_dir`` if the run is complete (``state`` is at ``steps`` or beyond), else None."""
+    path = run_dir / "summary.json"
+    if state.step >= steps and path.exists():
+        return json.loads(path.read_text())
+    return None
+
+
 def summary_writer(run_dir: Path, resume_step: int | None):
     """A ``tensorboardX.SummaryWriter`` into ``run_dir``.
 
@@ -754,6 +808,33 @@ def summarize(run_dir: Path, writer, args: argparse.Namespace, start: TrainState
                        name="hparams")
     write_json(run_dir / "summary.json", summary)
     return summary
+
+
+def evaluated_summary(run_dir: Path, metrics: Mapping[str, Any], rollout_diverged_at: Mapping[str, Any] | None
+                      ) -> dict[str, Any]:
+    """A model's evaluation summary: its run's ``summary.json`` (if any), ``metrics``, where it diverged, ``run_dir``.
+
+    A training divergence stands; otherwise ``rollout_diverged_at``, the divergence of this
+    evaluation's rollout (None: none), replaces what the training run's evaluation found.
+    """
+    path = run_dir / "summary.json"
+    trained = json.loads(path.read_text()) if path.exists() else {}
+    at = trained.get("diverged_at")
+    at = at if at is not None and at["where"] == "training" else rollout_diverged_at
+    return trained | dict(metrics) | {"diverged": at is not None, "diverged_at": at, "run_dir": str(run_dir)}
+
+
+def report_evaluation(out: Path, summary: Mapping[str, Any], table: str, plots: Sequence[Path],
+                      describe: Callable[[Any], str] | None) -> None:
+    """Write an evaluation's ``summary.json`` into ``out`` and print its ``table``, a line on each diverged model
+    (``describe(diverged_at)``; None: no such lines), the ``plots`` and where the summary is."""
+    write_json(out / "summary.json", summary)
+    print(table)
+    for name, s in summary["models"].items():
+        if describe is not None and s["diverged_at"] is not None:
+            print(f"{name}: {describe(s['diverged_at'])}")
+    print("plots: " + ", ".join(str(p) for p in plots))
+    print(f"summary: {out / 'summary.json'}")
 
 
 def command_line(main: Callable[[], Any]) -> None:
@@ -903,3 +984,22 @@ def train_loop(
     rate = (run - 1) / (end - after_first - set_aside) if run > 1 and end > after_first + set_aside else float("nan")
     return TrainResult(final, np.asarray([float(x) for x in losses]),
                        float(np.mean(recent)) if recent else float("nan"), end - start, rate, diverged_at)
+
+
+def train_with_flags(
+    run_dir: Path,
+    train_step: TrainStep,
+    state: TrainState,
+    next_batch: Callable[[int], PyTree],
+    args: argparse.Namespace,
+    writer,
+    *,
+    learning_rate: Callable[[int], float] | None = None,
+    evaluate: Callable[[PyTree, int], Mapping[str, float]] | None = None,
+    eval_every: int = 0,
+) -> TrainResult:
+    """:func:`train_loop` as the flags of :func:`add_common_arguments` ask: ``--steps``, ``--checkpoint-every``,
+    ``--log-every`` and ``--no-progress``; the other arguments are :func:`train_loop`'s."""
+    return train_loop(run_dir, train_step, state, next_batch, steps=args.steps, checkpoint_every=args.checkpoint_every,
+                      log_every=args.log_every, writer=writer, progress=not args.no_progress,
+                      learning_rate=learning_rate, evaluate=evaluate, eval_every=eval_every)

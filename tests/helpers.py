@@ -5,7 +5,9 @@ Import as ``from tests.helpers import rand, rel_err`` (the repository root is on
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -85,3 +87,23 @@ def cpu_subprocess_env(devices: int, **extra: str) -> dict[str, str]:
     suite's XLA flags (conftest.py: optimisation level 0); ``extra`` adds variables."""
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
     return dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu", **extra)
+
+
+def stopped_copy(run: Path, to: Path, last_checkpoint: str) -> Path:
+    """A copy at ``to`` of the finished training run ``run``, as if it had died before ``last_checkpoint``.
+
+    The copy has neither that checkpoint nor ``summary.json``: ``--resume`` continues it from the
+    checkpoint before.
+    """
+    shutil.copytree(run, to)
+    (to / last_checkpoint).unlink()
+    (to / "summary.json").unlink()
+    return to
+
+
+def assert_same_checkpoint(a: Path, b: Path) -> None:
+    """The checkpoints ``a`` and ``b`` hold the same arrays under the same names, bit for bit."""
+    with np.load(a) as x, np.load(b) as y:
+        assert x.files == y.files
+        for key in x.files:
+            np.testing.assert_array_equal(x[key], y[key])

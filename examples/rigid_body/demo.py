@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train, evaluate and report; return the evaluation summary."""
     args = build_parser().parse_args(argv)
     start = time.perf_counter()
-    out = args.out / time.strftime("rigid_body-%Y%m%d-%H%M%S")
+    out = _training.demo_directory(args.out, "rigid_body")
     print("models: " + ", ".join(f"{name} {models.parameter_count(cls().init(np.random.default_rng(0), np.float32))} "
                                  "parameters" for name, cls in models.MODELS.items()))
     dataset = data.load_dataset(args.cache_dir)
@@ -88,8 +88,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # The trainers have said which model diverged, and the evaluation names the plots: each once.
     summary = evaluate.main([str(out / name) for name in models.MODELS] + ["--out", str(out / "eval")],
                             describe_divergences=False)
-    print(f"demo finished in {time.perf_counter() - start:.0f} s")
-    print(f"TensorBoard: tensorboard --logdir {out}")
+    _training.print_demo_end(start, out)
     return summary
 
 

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from examples import _training
+from examples import _plots, _training
 from examples.rigid_body import data, models
 
 __all__ = ["DIVERGED_NORM", "INERTIAS", "INITIAL_CONDITIONS", "ROLLOUT_METRICS", "describe_divergence",
@@ -190,15 +190,6 @@ _REFERENCE = {"color": "black", "linestyle": "--", "linewidth": 1.2}
 _REFERENCE_LABEL = "implicit midpoint (‖z‖ = 1)"
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _sphere(ax) -> None:
     u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 25), np.linspace(0, np.pi, 13))
     ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", linewidth=0.4)
@@ -283,7 +274,7 @@ def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float,
     divergence. The error is drawn from the first predicted state on (the first ``T`` states are
     given).
     """
-    plt = _pyplot()
+    plt = _plots.pyplot()
     diverged_at = diverged_at or {}
     n = ref.shape[0]
     t = step * np.arange(ref.shape[1])
@@ -339,29 +330,17 @@ def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float,
 def plot(rollouts: dict[str, np.ndarray], ref: np.ndarray, step: float, out: Path,
          diverged_at: dict[str, dict[str, Any] | None] | None = None) -> list[Path]:
     """Write :func:`figures` as ``<name>.png`` into ``out``; return their paths."""
-    plt = _pyplot()
-    paths = []
-    for name, fig in figures(rollouts, ref, step, diverged_at).items():
-        paths.append(out / f"{name}.png")
-        fig.savefig(paths[-1], dpi=90 if name == "overview" else 110)
-        plt.close(fig)
-    return paths
+    return _plots.save_figures(figures(rollouts, ref, step, diverged_at), out, dpi=110, dpis={"overview": 90})
 
 
 # -- command line --------------------------------------------------------------------------------
 
 
-def _run_directory(text: str) -> Path:
-    path = Path(text)
-    if not (path / "config.json").is_file():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a training run directory (it has no config.json)")
-    return path
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _training.ArgumentParser(prog="python -m examples.rigid_body.evaluate",
                                       description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=_run_directory, nargs="+", help="training run directories (their --log-dir)")
+    parser.add_argument("runs", type=_training.run_directory, nargs="+",
+                        help="training run directories (their --log-dir)")
     parser.add_argument("--out", type=_training.directory, default=Path("runs/rigid_body/eval"),
                         help="where plots and summary go")
     parser.add_argument("--n-steps", type=_training.at_least(data.N_IN), default=N_STEPS,
@@ -390,24 +369,14 @@ def main(argv: Sequence[str] | None = None, *, describe_divergences: bool = True
         predicted, ref, metrics = validate(model, params, jnp.dtype(config["dtype"]),
                                            inertia=inertia, n_steps=args.n_steps)
         rollouts[label] = predicted
-        train_summary = run_dir / "summary.json"
-        trained = json.loads(train_summary.read_text()) if train_summary.exists() else {}
         # A training divergence stands; the rollout's is redone for this --n-steps.
-        at = trained.get("diverged_at")
-        at = at if at is not None and at["where"] == "training" else rollout_divergence(predicted)
-        summaries[label] = trained | metrics | {"diverged": at is not None, "diverged_at": at,
-                                                "run_dir": str(run_dir)}
+        summaries[label] = _training.evaluated_summary(run_dir, metrics, rollout_divergence(predicted))
     _training.make_directory(parser, args.out, "--out")
     paths = plot(rollouts, ref, data.STEP, args.out, {k: s["diverged_at"] for k, s in summaries.items()})
     summary = _training.json_safe({"n_steps": args.n_steps, "step": data.STEP, "inertia": inertia,
                                    "models": summaries})
-    _training.write_json(args.out / "summary.json", summary)
-    print(format_table(summary["models"]))
-    for name, s in summary["models"].items():
-        if describe_divergences and s["diverged_at"] is not None:
-            print(f"{name}: {describe_divergence(s['diverged_at'])}")
-    print("plots: " + ", ".join(str(p) for p in paths))
-    print(f"summary: {args.out / 'summary.json'}")
+    _training.report_evaluation(args.out, summary, format_table(summary["models"]), paths,
+                                describe_divergence if describe_divergences else None)
     return summary
 
 

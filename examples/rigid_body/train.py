@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -130,11 +129,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     optimizer, schedule = make_optimizer(args.lr_start, args.lr_end, args.steps)
     params = model.init(np.random.default_rng(args.seed), dtype)
     print(f"{args.model}: {models.parameter_count(params)} parameters")
-    fresh = _training.TrainState(0, params, _training.init_optimizer(optimizer, params), args.seed)
-    state = _training.initial_state(parser, run_dir, fresh, args.resume)
-    if state.step >= args.steps and (run_dir / "summary.json").exists():
+    state = _training.start_state(parser, args, run_dir, params, optimizer)
+    if (done := _training.finished_summary(run_dir, state, args.steps)) is not None:
         print("run already complete")
-        return json.loads((run_dir / "summary.json").read_text())
+        return done
 
     inertia = evaluate.INERTIAS[args.inertia]
     dataset = data.load_dataset(args.cache_dir, inertia=inertia)
@@ -147,10 +145,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return place_batch((inputs[index], targets[index]))
 
     with _training.summary_writer(run_dir, state.step if args.resume else None) as writer:
-        result = _training.train_loop(run_dir, make_train_step(model, optimizer), state, next_batch,
-                                      steps=args.steps, checkpoint_every=args.checkpoint_every,
-                                      log_every=args.log_every, writer=writer, progress=not args.no_progress,
-                                      learning_rate=schedule)
+        result = _training.train_with_flags(run_dir, make_train_step(model, optimizer), state, next_batch, args,
+                                            writer, learning_rate=schedule)
         predicted, _, metrics = evaluate.validate(model, result.state.params, dtype, inertia=inertia)
         diverged_at = _training.training_divergence(result) or evaluate.rollout_divergence(predicted)
         summary = _training.summarize(

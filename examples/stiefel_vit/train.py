@@ -133,8 +133,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     optimizer, schedule = make_optimizer(args.optimizer, config, dtype, args.lr, args.steps)
     n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
     print(f"vit ({args.optimizer}): {n_params} parameters, {len(train_x)} train / {len(test_x)} test images")
-    fresh = _training.TrainState(0, params, _training.init_optimizer(optimizer, params), args.seed)
-    state = _training.initial_state(parser, run_dir, fresh, args.resume)
+    state = _training.start_state(parser, args, run_dir, params, optimizer)
 
     # A resumed run forgets the evaluations after its checkpoint: they are about to be redone.
     history_path = run_dir / "metrics.jsonl"
@@ -157,10 +156,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return train_x[index], train_y[index]
 
     with _training.summary_writer(run_dir, state.step if args.resume else None) as writer:
-        result = _training.train_loop(run_dir, make_train_step(optimizer), state, next_batch, steps=args.steps,
-                                      checkpoint_every=args.checkpoint_every, log_every=args.log_every,
-                                      writer=writer, progress=not args.no_progress, learning_rate=schedule,
-                                      evaluate=evaluate, eval_every=args.eval_every)
+        result = _training.train_with_flags(run_dir, make_train_step(optimizer), state, next_batch, args, writer,
+                                            learning_rate=schedule, evaluate=evaluate, eval_every=args.eval_every)
         diverged_at = _training.training_divergence(result)
         summary = _training.summarize(
             run_dir, writer, args, state, result,

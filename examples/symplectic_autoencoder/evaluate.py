@@ -44,7 +44,7 @@ import numpy as np
 from jax import lax
 
 import geometric.nn as gnn
-from examples import _training
+from examples import _plots, _training
 from examples.symplectic_autoencoder import data
 
 __all__ = ["NEWTON_TOL", "build_parser", "evaluate", "figures", "format_table", "implicit_midpoint", "init_params",
@@ -250,15 +250,6 @@ def format_table(metrics: Mapping[str, Any]) -> str:
 # -- plots ---------------------------------------------------------------------------------------
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 _COLORS = {"psd": "C1", "sae": "C2"}
 _STYLES = ("-", "--", ":", "-.")
 
@@ -266,7 +257,7 @@ _STYLES = ("-", "--", ":", "-.")
 def figures(result: Mapping[str, Any], test: data.Snapshots, n_times: int = 3) -> dict[str, Any]:
     """``errors``: reconstruction error against ``2n`` and prediction error over time;
     ``snapshots``: ``q(ξ)`` of the full-order model and the reduced models at a few times, first test ``μ``."""
-    plt = _pyplot()
+    plt = _plots.pyplot()
     out = {}
     dims = sorted(result["dims"])
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
@@ -315,13 +306,7 @@ def figures(result: Mapping[str, Any], test: data.Snapshots, n_times: int = 3) -
 
 def plot(result: Mapping[str, Any], test: data.Snapshots, out: Path) -> list[Path]:
     """Write :func:`figures` as ``<name>.png`` into ``out``; return their paths."""
-    plt = _pyplot()
-    paths = []
-    for name, fig in figures(result, test).items():
-        paths.append(out / f"{name}.png")
-        fig.savefig(paths[-1], dpi=100)
-        plt.close(fig)
-    return paths
+    return _plots.save_figures(figures(result, test), out)
 
 
 # -- a training run ------------------------------------------------------------------------------
@@ -398,17 +383,10 @@ def report(result: Mapping[str, Any], test: data.Snapshots, out: Path, extra: Ma
     return summary
 
 
-def _run_directory(text: str) -> Path:
-    path = Path(text)
-    if not (path / "config.json").is_file():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a training run directory (it has no config.json)")
-    return path
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _training.ArgumentParser(prog="python -m examples.symplectic_autoencoder.evaluate",
                                       description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", type=_run_directory, help="a training run directory (its --log-dir)")
+    parser.add_argument("run", type=_training.run_directory, help="a training run directory (its --log-dir)")
     parser.add_argument("--out", type=_training.directory, default=None,
                         help="where plots, results.md and summary.json go (None: RUN/eval)")
     parser.add_argument("--test-mu", type=_training.positive_float, nargs="+", default=None,

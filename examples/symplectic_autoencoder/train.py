@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -160,20 +159,17 @@ def _train_one(parser: argparse.ArgumentParser, args: argparse.Namespace, run_di
     optimizer, schedule = make_optimizer(model, args.lr_start, args.lr_end, args.steps)
     params = evaluate.init_params(model, args.seed, dtype)
     count = sum(leaf.size for leaf in jax.tree_util.tree_leaves(params))
-    fresh = _training.TrainState(0, params, _training.init_optimizer(optimizer, params), args.seed)
-    state = _training.initial_state(parser, sub, fresh, args.resume)
-    if state.step >= args.steps and (sub / "summary.json").exists():
+    state = _training.start_state(parser, args, sub, params, optimizer)
+    if (done := _training.finished_summary(sub, state, args.steps)) is not None:
         print(f"2n = {dim}: already trained")
-        return model, state.params, json.loads((sub / "summary.json").read_text())
+        return model, state.params, done
 
     def next_batch(step: int) -> jax.Array:
         return jnp.asarray(snapshots[_training.batch_indices(args.seed, step, len(snapshots), args.batch_size)])
 
     with _training.summary_writer(sub, state.step if args.resume else None) as writer:
-        result = _training.train_loop(sub, make_train_step(model, optimizer), state, next_batch,
-                                      steps=args.steps, checkpoint_every=args.checkpoint_every,
-                                      log_every=args.log_every, writer=writer, progress=not args.no_progress,
-                                      learning_rate=schedule)
+        result = _training.train_with_flags(sub, make_train_step(model, optimizer), state, next_batch, args, writer,
+                                            learning_rate=schedule)
         summary = _training.summarize(sub, writer, args, state, result,
                                       hparams=("steps", "batch_size", "lr_start", "lr_end", "seed", "dtype"),
                                       fields={"reduced_dim": dim, "parameters": count}, metrics=("final_loss",),

@@ -39,15 +39,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train, evaluate and report; return the evaluation summary."""
     args = build_parser().parse_args(argv)
     start = time.perf_counter()
-    out = args.out / time.strftime("symplectic_transformer-%Y%m%d-%H%M%S")
+    out = _training.demo_directory(args.out, "symplectic_transformer")
     for name in models.MODELS:
         flags = ["--model", name, "--steps", str(args.steps), "--batch-size", str(args.batch_size),
                  "--seed", str(args.seed), "--log-dir", str(out / name), "--checkpoint-every", "0"]
         train.main(flags + (["--no-progress"] if args.no_progress else []))
     summary = evaluate.main([str(out / name) for name in models.MODELS] + ["--out", str(out / "eval")],
                             describe_divergences=False)
-    print(f"demo finished in {time.perf_counter() - start:.0f} s")
-    print(f"TensorBoard: tensorboard --logdir {out}")
+    _training.print_demo_end(start, out)
     return summary
 
 

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from examples import _training
+from examples import _plots, _training
 from examples.rigid_body.evaluate import rollout
 from examples.symplectic_transformer import data, models
 from examples.sympnet.evaluate import DIVERGED_NORM, divergence_index
@@ -130,15 +130,6 @@ _REFERENCE = {"color": "black", "linestyle": "--", "linewidth": 1.0}
 _FLOOR = 1e-16
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _finite(z: np.ndarray) -> np.ndarray:
     """``z`` (``(n, 4)``) with the states past :data:`DIVERGED_NORM` (or not finite) as NaN: the line stops."""
     with np.errstate(invalid="ignore", over="ignore"):
@@ -152,7 +143,7 @@ def _state(z: np.ndarray) -> str:
 
 def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray) -> dict[str, Any]:
     """The energy, error and phase figures (by file stem) of predicted rollouts ``(2, n, 4)`` by model."""
-    plt = _pyplot()
+    plt = _plots.pyplot()
     t = data.STEP * np.arange(ref.shape[1])
     colors = {name: f"C{k}" for k, name in enumerate(rollouts)}
     h0 = data.SYSTEM.energy(ref[:, 0])
@@ -194,29 +185,17 @@ def figures(rollouts: dict[str, np.ndarray], ref: np.ndarray) -> dict[str, Any]:
 
 def plot(rollouts: dict[str, np.ndarray], ref: np.ndarray, out: Path) -> list[Path]:
     """Write :func:`figures` as ``<name>.png`` into ``out``; return their paths."""
-    plt = _pyplot()
-    paths = []
-    for name, fig in figures(rollouts, ref).items():
-        paths.append(out / f"{name}.png")
-        fig.savefig(paths[-1], dpi=100)
-        plt.close(fig)
-    return paths
+    return _plots.save_figures(figures(rollouts, ref), out)
 
 
 # -- command line --------------------------------------------------------------------------------
 
 
-def _run_directory(text: str) -> Path:
-    path = Path(text)
-    if not (path / "config.json").is_file():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a training run directory (it has no config.json)")
-    return path
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _training.ArgumentParser(prog="python -m examples.symplectic_transformer.evaluate",
                                       description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=_run_directory, nargs="+", help="training run directories (their --log-dir)")
+    parser.add_argument("runs", type=_training.run_directory, nargs="+",
+                        help="training run directories (their --log-dir)")
     parser.add_argument("--out", type=_training.directory, default=Path("runs/symplectic_transformer/eval"),
                         help="where plots and summary go")
     parser.add_argument("--n-steps", type=_training.at_least(data.SEQ_LENGTH), default=N_STEPS,
@@ -236,21 +215,12 @@ def main(argv: Sequence[str] | None = None, *, describe_divergences: bool = True
             parser.error(f"argument runs: {error}")
         label = model.name if model.name not in rollouts else str(run_dir)
         rollouts[label], found = validate(model, params, jnp.dtype(config["dtype"]), args.n_steps)
-        trained_path = run_dir / "summary.json"
-        trained = json.loads(trained_path.read_text()) if trained_path.exists() else {}
-        at = trained.get("diverged_at")
-        at = at if at is not None and at["where"] == "training" else rollout_divergence(rollouts[label])
-        summaries[label] = trained | found | {"diverged": at is not None, "diverged_at": at, "run_dir": str(run_dir)}
+        summaries[label] = _training.evaluated_summary(run_dir, found, rollout_divergence(rollouts[label]))
     _training.make_directory(parser, args.out, "--out")
     paths = plot(rollouts, reference(args.n_steps), args.out)
     summary = _training.json_safe({"n_steps": args.n_steps, "step": data.STEP, "models": summaries})
-    _training.write_json(args.out / "summary.json", summary)
-    print(format_table(summary["models"]))
-    for name, s in summary["models"].items():
-        if describe_divergences and s["diverged_at"] is not None:
-            print(f"{name}: {describe_divergence(s['diverged_at'])}")
-    print("plots: " + ", ".join(str(p) for p in paths))
-    print(f"summary: {args.out / 'summary.json'}")
+    _training.report_evaluation(args.out, summary, format_table(summary["models"]), paths,
+                                describe_divergence if describe_divergences else None)
     return summary
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,12 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse ``argv``; with ``--paper`` the long budget replaces the defaults (explicit flags win)."""
-    import sys
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--paper" in argv:
-        parser.set_defaults(steps=PAPER_STEPS, batch_size=2048)
-    return parser.parse_args(argv)
+    return _training.parse_with_preset(parser, argv, "--paper", {"steps": PAPER_STEPS, "batch_size": 2048})
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -85,11 +79,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     params = model.init(args.seed, dtype)
     n_params = models.parameter_count(params)
     print(f"{args.model}: {n_params} parameters")
-    fresh = _training.TrainState(0, params, _training.init_optimizer(optimizer, params), args.seed)
-    state = _training.initial_state(parser, run_dir, fresh, args.resume)
-    if state.step >= args.steps and (run_dir / "summary.json").exists():
+    state = _training.start_state(parser, args, run_dir, params, optimizer)
+    if (done := _training.finished_summary(run_dir, state, args.steps)) is not None:
         print("run already complete")
-        return json.loads((run_dir / "summary.json").read_text())
+        return done
 
     dataset = data.load_dataset()
     inputs, targets = jnp.asarray(dataset.inputs, dtype), jnp.asarray(dataset.targets, dtype)
@@ -99,10 +92,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return inputs[index], targets[index]
 
     with _training.summary_writer(run_dir, state.step if args.resume else None) as writer:
-        result = _training.train_loop(run_dir, make_train_step(model, optimizer), state, next_batch,
-                                      steps=args.steps, checkpoint_every=args.checkpoint_every,
-                                      log_every=args.log_every, writer=writer, progress=not args.no_progress,
-                                      learning_rate=schedule)
+        result = _training.train_with_flags(run_dir, make_train_step(model, optimizer), state, next_batch, args,
+                                            writer, learning_rate=schedule)
         predicted, metrics = evaluate.validate(model, result.state.params, dtype)
         diverged_at = _training.training_divergence(result) or evaluate.rollout_divergence(predicted)
         summary = _training.summarize(

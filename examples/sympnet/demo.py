@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Train, evaluate and report; return ``{system: evaluation summary}``."""
     args = build_parser().parse_args(argv)
     start = time.perf_counter()
-    out = args.out / time.strftime("sympnet-%Y%m%d-%H%M%S")
+    out = _training.demo_directory(args.out, "sympnet")
     summaries = {}
     for system in args.systems:
         for name in models.MODELS:
@@ -56,8 +56,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(f"\n{system}:")
         summaries[system] = evaluate.main([str(out / system / name) for name in models.MODELS]
                                           + ["--out", str(out / system / "eval")], describe_divergences=False)
-    print(f"demo finished in {time.perf_counter() - start:.0f} s")
-    print(f"TensorBoard: tensorboard --logdir {out}")
+    _training.print_demo_end(start, out)
     return summaries
 
 

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from examples import _training
+from examples import _plots, _training
 from examples.sympnet import data, models
 
 __all__ = ["DIVERGED_NORM", "ROLLOUT_METRICS", "ROLLOUT_STEPS", "describe_divergence", "divergence_index", "figures",
@@ -169,15 +169,6 @@ _REFERENCE = {"color": "black", "linestyle": "--", "linewidth": 1.0}
 _ENERGY_FLOOR = 1e-16  # |ΔH| below this is drawn at it (log axes)
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _drawn(z: np.ndarray, limit: float) -> np.ndarray:
     """``z`` with the states of a diverging rollout past ``limit`` (or not finite) left out (NaN: the line breaks)."""
     inside = np.all(np.abs(z) < limit, axis=-1)
@@ -191,7 +182,7 @@ def figures(system: data.System, rollouts: dict[str, dict[str, np.ndarray]]) -> 
         system: the system the models learned.
         rollouts: each model's :func:`validate` rollouts, by name.
     """
-    plt = _pyplot()
+    plt = _plots.pyplot()
     dataset = data.load_dataset(system)
     n = system.dim // 2
     n_steps = len(next(iter(rollouts.values()))["long"]) - 1
@@ -253,28 +244,16 @@ def figures(system: data.System, rollouts: dict[str, dict[str, np.ndarray]]) -> 
 
 def plot(system: data.System, rollouts: dict[str, dict[str, np.ndarray]], out: Path) -> list[Path]:
     """Write :func:`figures` as ``<name>.png`` into ``out``; return their paths."""
-    plt = _pyplot()
-    paths = []
-    for name, fig in figures(system, rollouts).items():
-        paths.append(out / f"{name}.png")
-        fig.savefig(paths[-1], dpi=100)
-        plt.close(fig)
-    return paths
+    return _plots.save_figures(figures(system, rollouts), out)
 
 
 # -- command line --------------------------------------------------------------------------------
 
 
-def _run_directory(text: str) -> Path:
-    path = Path(text)
-    if not (path / "config.json").is_file():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a training run directory (it has no config.json)")
-    return path
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _training.ArgumentParser(prog="python -m examples.sympnet.evaluate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=_run_directory, nargs="+", help="training run directories of one system")
+    parser.add_argument("runs", type=_training.run_directory, nargs="+",
+                        help="training run directories of one system")
     parser.add_argument("--out", type=_training.directory, default=Path("runs/sympnet/eval"),
                         help="where plots and summary go")
     parser.add_argument("--rollout-steps", type=_training.positive_int, default=None,
@@ -297,21 +276,12 @@ def main(argv: Sequence[str] | None = None, *, describe_divergences: bool = True
         system = data.SYSTEMS[config["system"]]
         label = model.name if model.name not in rollouts else str(run_dir)
         rollouts[label], found = validate(model, params, jnp.dtype(config["dtype"]), system, args.rollout_steps)
-        trained_path = run_dir / "summary.json"
-        trained = json.loads(trained_path.read_text()) if trained_path.exists() else {}
-        at = trained.get("diverged_at")
-        at = at if at is not None and at["where"] == "training" else rollout_divergence(rollouts[label], system.step)
-        summaries[label] = trained | found | {"diverged": at is not None, "diverged_at": at, "run_dir": str(run_dir)}
+        summaries[label] = _training.evaluated_summary(run_dir, found, rollout_divergence(rollouts[label], system.step))
     _training.make_directory(parser, args.out, "--out")
     paths = plot(system, rollouts, args.out)
     summary = _training.json_safe({"system": system.name, "step": system.step, "models": summaries})
-    _training.write_json(args.out / "summary.json", summary)
-    print(format_table(summary["models"]))
-    for name, s in summary["models"].items():
-        if describe_divergences and s["diverged_at"] is not None:
-            print(f"{name}: {describe_divergence(s['diverged_at'])}")
-    print("plots: " + ", ".join(str(p) for p in paths))
-    print(f"summary: {args.out / 'summary.json'}")
+    _training.report_evaluation(args.out, summary, format_table(summary["models"]), paths,
+                                describe_divergence if describe_divergences else None)
     return summary
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -94,10 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse ``argv``; with ``--paper``, :data:`PAPER` replaces the defaults (explicit flags win)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--paper" in argv:
-        parser.set_defaults(**PAPER)
-    return parser.parse_args(argv)
+    return _training.parse_with_preset(parser, argv, "--paper", PAPER)
 
 
 def restore_model(config: dict[str, Any]) -> models.Model:
@@ -119,11 +114,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     params = model.init(jax.random.key(args.seed), dtype)
     n_params = models.parameter_count(params)
     print(f"{args.system}/{args.model}: {n_params} parameters")
-    fresh = _training.TrainState(0, params, _training.init_optimizer(optimizer, params), args.seed)
-    state = _training.initial_state(parser, run_dir, fresh, args.resume)
-    if state.step >= args.steps and (run_dir / "summary.json").exists():
+    state = _training.start_state(parser, args, run_dir, params, optimizer)
+    if (done := _training.finished_summary(run_dir, state, args.steps)) is not None:
         print("run already complete")
-        return json.loads((run_dir / "summary.json").read_text())
+        return done
 
     dataset = data.load_dataset(system)
     inputs, targets = jnp.asarray(dataset.train_inputs, dtype), jnp.asarray(dataset.train_targets, dtype)
@@ -136,10 +130,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return inputs[index], targets[index]
 
     with _training.summary_writer(run_dir, state.step if args.resume else None) as writer:
-        result = _training.train_loop(run_dir, make_train_step(model, optimizer), state, next_batch,
-                                      steps=args.steps, checkpoint_every=args.checkpoint_every,
-                                      log_every=args.log_every, writer=writer, progress=not args.no_progress,
-                                      learning_rate=schedule)
+        result = _training.train_with_flags(run_dir, make_train_step(model, optimizer), state, next_batch, args,
+                                            writer, learning_rate=schedule)
         rollout, metrics = evaluate.validate(model, result.state.params, dtype, system,
                                              n_steps=args.rollout_steps)
         diverged_at = _training.training_divergence(result) or evaluate.rollout_divergence(rollout, system.step)

@@ -11,6 +11,7 @@ import pytest
 
 from examples import _training
 from examples.rigid_body import data, evaluate, models, train
+from tests.helpers import assert_same_checkpoint, stopped_copy
 
 
 @pytest.fixture(scope="module")
@@ -156,16 +157,10 @@ def test_train_smoke(runs, model):
 
 def test_resume_is_bit_identical(runs, tmp_path, cache_dir):
     full = runs["vpt"][0]
-    stopped = tmp_path / "vpt"
-    shutil.copytree(full, stopped)
-    (stopped / "checkpoint_00000006.npz").unlink()  # as if the run had died after step 3
-    (stopped / "summary.json").unlink()
+    stopped = stopped_copy(full, tmp_path / "vpt", "checkpoint_00000006.npz")  # as if it had died after step 3
     summary = _train(stopped, cache_dir, "vpt", "--resume")
     assert summary["resumed_from"] == 3
-    with np.load(full / "checkpoint_00000006.npz") as a, np.load(stopped / "checkpoint_00000006.npz") as b:
-        assert a.files == b.files
-        for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key])
+    assert_same_checkpoint(full / "checkpoint_00000006.npz", stopped / "checkpoint_00000006.npz")
     assert summary["final_loss"] == runs["vpt"][1]["final_loss"]
 
 

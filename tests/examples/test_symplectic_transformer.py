@@ -2,7 +2,6 @@
 import contextlib
 import io
 import json
-import shutil
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 from examples.symplectic_transformer import data, demo, evaluate, models, train
+from tests.helpers import assert_same_checkpoint, stopped_copy
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -99,16 +99,10 @@ def test_train_smoke(runs, model):
 
 def test_resume_is_bit_identical(runs, tmp_path):
     full = runs["lst"][0]
-    stopped = tmp_path / "lst"
-    shutil.copytree(full, stopped)
-    (stopped / "checkpoint_00000004.npz").unlink()
-    (stopped / "summary.json").unlink()
+    stopped = stopped_copy(full, tmp_path / "lst", "checkpoint_00000004.npz")
     summary = _train(stopped, "lst", "--resume")
     assert summary["resumed_from"] == 2 and summary["final_loss"] == runs["lst"][1]["final_loss"]
-    with np.load(full / "checkpoint_00000004.npz") as a, np.load(stopped / "checkpoint_00000004.npz") as b:
-        assert a.files == b.files
-        for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key])
+    assert_same_checkpoint(full / "checkpoint_00000004.npz", stopped / "checkpoint_00000004.npz")
 
 
 def test_evaluate_writes_plots_and_summary(runs, tmp_path):

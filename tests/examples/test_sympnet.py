@@ -2,7 +2,6 @@
 import contextlib
 import io
 import json
-import shutil
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 from examples.sympnet import data, demo, evaluate, models, train
+from tests.helpers import assert_same_checkpoint, stopped_copy
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SYSTEMS = sorted(data.SYSTEMS)
@@ -126,24 +126,15 @@ def test_train_smoke(runs, model):
 
 def test_resume_is_bit_identical(runs, tmp_path):
     full = runs["la"][0]
-    stopped = tmp_path / "la"
-    shutil.copytree(full, stopped)
-    (stopped / "checkpoint_00000006.npz").unlink()
-    (stopped / "summary.json").unlink()
+    stopped = stopped_copy(full, tmp_path / "la", "checkpoint_00000006.npz")
     summary = _train(stopped, "la", "--resume")
     assert summary["resumed_from"] == 3 and summary["final_loss"] == runs["la"][1]["final_loss"]
-    with np.load(full / "checkpoint_00000006.npz") as a, np.load(stopped / "checkpoint_00000006.npz") as b:
-        assert a.files == b.files
-        for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key])
+    assert_same_checkpoint(full / "checkpoint_00000006.npz", stopped / "checkpoint_00000006.npz")
 
 
 def test_a_minibatch_run_resumes_exactly_too(tmp_path):
     first = _train(tmp_path / "a", "g", "--batch-size", "16", "--system", "pendulum")
-    stopped = tmp_path / "b"
-    shutil.copytree(tmp_path / "a", stopped)
-    (stopped / "checkpoint_00000006.npz").unlink()
-    (stopped / "summary.json").unlink()
+    stopped = stopped_copy(tmp_path / "a", tmp_path / "b", "checkpoint_00000006.npz")
     assert _train(stopped, "g", "--batch-size", "16", "--resume")["final_loss"] == first["final_loss"]
 
 
