@@ -95,11 +95,16 @@ def _options(example: _common.Example, solver: str, data: dict[str, jax.Array]) 
 
 
 def _ours(example: _common.Example, solver: str, options: dict[str, Any], data: Any,
-          batched: bool = False) -> tuple[Any, float, Any]:
-    """Our jitted solve (vmapped for a batch), compiled: the executable, its compile time and
-    its first result."""
+          batched: str | None = None) -> tuple[Any, float, Any]:
+    """Our jitted solve, for a batch ``batched="vmap"`` (one batched loop) or ``"map"``
+    (``lax.map``: the problems' loops one after another in one program), compiled: the
+    executable, its compile time and its first result."""
     solve = functools.partial(_common.solve, example, solver=solver, **options)
-    jitted = jax.jit(jax.vmap(solve) if batched else solve)
+    if batched == "vmap":
+        solve = jax.vmap(solve)
+    elif batched == "map":
+        solve = functools.partial(jax.lax.map, solve)
+    jitted = jax.jit(solve)
     start = time.perf_counter()
     compiled = jitted.lower(data).compile()
     compile_s = time.perf_counter() - start
@@ -232,9 +237,9 @@ def _batch_table(peer: Pymanopt | None, quick: bool, workdir: Path) -> Table:
     subset = 2 if quick else 8
     table = Table(f"A batch of {BATCH} problems: one `jax.vmap` solve against Pymanopt in a loop "
                   "(float64, Pymanopt's sizes)",
-                  ["problem", "solver", "ours: vmap", "ours: vmap compile",
+                  ["problem", "solver", "ours: vmap", "ours: vmap compile", "ours: lax.map",
                    "ours: jitted solve in a loop", f"Pymanopt (from {subset})",
-                   "ratio: vmap / Pymanopt", "ratio: loop / Pymanopt",
+                   "ratio: vmap / Pymanopt", "ratio: lax.map / Pymanopt", "ratio: loop / Pymanopt",
                    "iterations: ours mean, max / Pymanopt mean",
                    f"converged: ours / Pymanopt of {subset}"])
     for name in NAMES:
@@ -245,12 +250,14 @@ def _batch_table(peer: Pymanopt | None, quick: bool, workdir: Path) -> Table:
         singles = [d for d, _ in problems]
         data = jax.tree.map(lambda *a: jnp.stack(a), *singles)
         options = _options(example, solver, singles[0])
-        compiled, compile_s, result = _ours(example, solver, options, data, batched=True)
+        compiled, compile_s, result = _ours(example, solver, options, data, batched="vmap")
+        mapped, _, _ = _ours(example, solver, options, data, batched="map")
         one, _, _ = _ours(example, solver, options, singles[0])
         iterations = np.asarray(result.iterations)
         loop = functools.partial(_solve_each, one, singles)
         cells = [f"{BATCH} × {_size_label(example, 1)}", SHORT[solver]]
         mine: list[float] = []
+        in_map: list[float] = []
         looped: list[float] = []
         theirs: list[float] = []
         if peer is not None:
@@ -263,6 +270,7 @@ def _batch_table(peer: Pymanopt | None, quick: bool, workdir: Path) -> Table:
             for side in sides:
                 if side == "ours":
                     mine.append(_median_time(compiled, data, 0.3))
+                    in_map.append(_median_time(mapped, data, 0.3))
                     looped.append(_median_time(loop, None, 0.3, warm_up=True))
                 elif peer is not None:
                     reply = peer.solve(case, subset)
@@ -271,9 +279,9 @@ def _batch_table(peer: Pymanopt | None, quick: bool, workdir: Path) -> Table:
                     scale = iterations.sum() / iterations[:subset].sum()
                     theirs.append(reply["seconds"] * scale)
         ours_cells = [fmt_time(statistics.median(mine)), f"{compile_s:.1f} s",
-                      fmt_time(statistics.median(looped))]
+                      fmt_time(statistics.median(in_map)), fmt_time(statistics.median(looped))]
         if peer is None:
-            table.add(cells + ours_cells + ["—", "—", "—",
+            table.add(cells + ours_cells + ["—", "—", "—", "—",
                                             f"{iterations.mean():.1f}, {iterations.max()} / —",
                                             f"{int(np.sum(result.converged))}/{BATCH} / —"])
             continue
@@ -282,6 +290,7 @@ def _batch_table(peer: Pymanopt | None, quick: bool, workdir: Path) -> Table:
         table.add(cells + ours_cells + [
             fmt_time(statistics.median(theirs)),
             f"{statistics.median(a / b for a, b in zip(mine, theirs)):.4f}",
+            f"{statistics.median(a / b for a, b in zip(in_map, theirs)):.4f}",
             f"{statistics.median(a / b for a, b in zip(looped, theirs)):.4f}",
             f"{iterations.mean():.1f}, {iterations.max()} / {their_iterations:.1f} "
             f"(ours {iterations[:subset].mean():.1f} on those)",
@@ -292,8 +301,9 @@ def _batch_table(peer: Pymanopt | None, quick: bool, workdir: Path) -> Table:
         "`jax.vmap` of the solve, each problem stopping on its own criterion: the batched loop "
         "runs until the last problem stops, the finished ones frozen but still computed, so a "
         "batch costs as many iterations per problem as its slowest problem takes (at most "
-        f"{MAX_ITERATIONS}). For comparison, our jitted single-problem solve called in a Python "
-        f"loop over the {BATCH}.",
+        f"{MAX_ITERATIONS}). `lax.map` of the solve: one program too, the problems' loops one "
+        "after another, each running only its own iterations. For comparison, our jitted "
+        f"single-problem solve called in a Python loop over the {BATCH}.",
         f"Pymanopt solves the first {subset} problems one after another; its time for the "
         f"{BATCH} is extrapolated linearly in iterations: × (our iterations over the {BATCH}) / "
         f"(our iterations over those {subset}); the two libraries' iteration counts agree "
