@@ -2,7 +2,7 @@
 
 Each example module builds an :class:`Example` (its cost from :mod:`examples.solvers.costs`, its
 manifold, its known optimum computed without the solvers, and the distance of a point to it) and
-exposes ``solve``, ``build_parser`` and ``main`` through the functions here.
+exposes ``solve``, ``build_parser`` and ``main`` through :func:`entry_points`.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import geometric
 from examples import _training
 from examples.solvers import costs
 
-__all__ = ["SOLVERS", "Example", "at_most", "build_parser", "gradient_norm", "main", "make_data",
-           "scaled_sizes", "solve"]
+__all__ = ["SOLVERS", "Example", "at_most", "build_parser", "entry_points", "gradient_norm", "main",
+           "make_data", "scaled_sizes", "solve"]
 
 SOLVERS = ("steepest_descent", "conjugate_gradient", "lbfgs", "trust_region")
 
@@ -172,3 +172,11 @@ def main(example: Example, argv: Sequence[str] | None = None) -> dict[str, Any]:
           f"{summary['cost']:.10g}, gradient norm {summary['gradient_norm']:.2e}")
     print(f"{example.error_name}: {error:.2e}")
     return summary
+
+
+def entry_points(example: Example) -> tuple[Callable[..., Any], Callable[[], argparse.ArgumentParser],
+                                            Callable[..., dict[str, Any]]]:
+    """An example module's ``solve(data, solver=None, **options)``, ``build_parser()`` and
+    ``main(argv=None)``: :func:`solve`, :func:`build_parser` and :func:`main` for ``example``."""
+    return (functools.partial(solve, example), functools.partial(build_parser, example),
+            functools.partial(main, example))

@@ -19,8 +19,6 @@ Examples::
 """
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -61,17 +59,7 @@ EXAMPLE = _common.Example(
         {"max_radius": 8 * float(np.sqrt(data["x0"].shape[1]))} if solver == "trust_region" else {}))
 
 
-def solve(data: _common.Data, solver: str = EXAMPLE.solver, **options: Any) -> Any:
-    """Minimise from ``data["x0"]`` (see :func:`examples.solvers._common.solve`)."""
-    return _common.solve(EXAMPLE, data, solver, **options)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    return _common.build_parser(EXAMPLE)
-
-
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    return _common.main(EXAMPLE, argv)
+solve, build_parser, main = _common.entry_points(EXAMPLE)
 
 
 if __name__ == "__main__":

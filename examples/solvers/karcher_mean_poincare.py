@@ -21,8 +21,6 @@ Examples::
 """
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -112,17 +110,7 @@ EXAMPLE = _common.Example(
     error_name="hyperbolic distance to the fixed-point mean on the hyperboloid")
 
 
-def solve(data: _common.Data, solver: str = EXAMPLE.solver, **options: Any) -> Any:
-    """Minimise from ``data["x0"]`` (see :func:`examples.solvers._common.solve`)."""
-    return _common.solve(EXAMPLE, data, solver, **options)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    return _common.build_parser(EXAMPLE)
-
-
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    return _common.main(EXAMPLE, argv)
+solve, build_parser, main = _common.entry_points(EXAMPLE)
 
 
 if __name__ == "__main__":

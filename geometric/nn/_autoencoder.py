@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,7 @@ from rules.internal import (
 
 from .._core.checks import check_bool_field, check_int_field, check_real_dtype
 from .._manifolds.symplectic_stiefel import SymplecticStiefel
-from ._sympnet import gradient_p, gradient_q
+from ._sympnet import glorot_uniform, gradient_p, gradient_q
 
 __all__ = ["SymplecticAutoencoder", "cotangent_lift", "psd_decode", "psd_encode",
            "reduced_vector_field"]
@@ -455,17 +454,10 @@ def _init_layers(key: jax.Array, plan: tuple[tuple[str, int, int], ...], upscale
         else:
             h = upscale * cols
             k_weight, k_scale = jax.random.split(k)
-            # Glorot-uniform as GML's AbstractNeuralNetworks: U(±√(6/Σ size))
-            layers.append({
-                "weight": _uniform(k_weight, (h, cols), math.sqrt(6 / (h + cols)), dtype),
-                "scale": _uniform(k_scale, (h,), math.sqrt(6 / h), dtype),
-                "bias": jnp.zeros((h,), dtype)})
+            layers.append({"weight": glorot_uniform(k_weight, (h, cols), dtype),
+                           "scale": glorot_uniform(k_scale, (h,), dtype),
+                           "bias": jnp.zeros((h,), dtype)})
     return tuple(layers)
-
-
-def _uniform(key: jax.Array, shape: tuple[int, ...], limit: float, dtype: jnp.dtype
-             ) -> jax.Array:
-    return jax.random.uniform(key, shape, dtype, -limit, limit)
 
 
 def _j(z: jax.Array) -> jax.Array:

@@ -1,7 +1,6 @@
 r"""Training data from trajectories: windows of consecutive states and seeded minibatches."""
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import jax
@@ -10,6 +9,8 @@ import numpy as np
 from jax import lax
 
 from rules.internal import REAL_DTYPES, check_array
+
+from .._core.checks import check_int_field
 
 __all__ = ["batch", "trajectory_windows"]
 
@@ -57,8 +58,8 @@ def trajectory_windows(trajectories: jax.Array, seq_length: int,
     if trajectories.ndim not in (2, 3):
         raise ValueError(f"{name}: `trajectories` must have shape (n_traj, n_steps, d) or "
                          f"(n_steps, d); got {tuple(trajectories.shape)}.")
-    length = _positive_int(name, "seq_length", seq_length)
-    window = length if prediction_window is None else _positive_int(
+    length = check_int_field(name, "seq_length", seq_length)
+    window = length if prediction_window is None else check_int_field(
         name, "prediction_window", prediction_window)
     x = jnp.asarray(trajectories)
     if x.ndim == 2:
@@ -129,21 +130,13 @@ def batch(inputs: jax.Array, targets: jax.Array, *, batch_size: int, step: Any, 
                          f"(leading axis); got {inputs.shape[0]} and {targets.shape[0]}.")
     if n == 0:
         raise ValueError(f"{name}: `inputs` has no samples.")
-    size = min(_positive_int(name, "batch_size", batch_size), n)
+    size = min(check_int_field(name, "batch_size", batch_size), n)
     step = _integer_scalar(name, "step", step)
     seed = _integer_scalar(name, "seed", seed)
     epoch, position = jnp.divmod(step, n // size)
     order = jax.random.permutation(jax.random.fold_in(jax.random.key(seed), epoch), n)
     indices = lax.dynamic_slice_in_dim(order, position * size, size)
     return jnp.take(inputs, indices, axis=0), jnp.take(targets, indices, axis=0)
-
-
-def _positive_int(fname: str, argname: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{fname}: `{argname}` must be an int; got {type(value).__name__}.")
-    if value < 1:
-        raise ValueError(f"{fname}: `{argname}` must be ≥ 1; got {value}.")
-    return operator.index(value)
 
 
 def _integer_scalar(fname: str, argname: str, value: Any) -> jax.Array:

@@ -25,6 +25,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -85,7 +86,7 @@ def check_activation(owner: str, activation: object) -> None:
 def glorot_uniform(key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Array:
     r"""GeometricMachineLearning.jl's default initialiser: uniform on ``[-a, a]``,
     ``a = \sqrt{6 / \sum_i \text{shape}_i}`` (for a vector of length m, ``\sqrt{6/m}``)."""
-    limit = (6.0 / sum(shape)) ** 0.5
+    limit = math.sqrt(6 / sum(shape))
     return jax.random.uniform(key, shape, dtype, -limit, limit)
 
 
