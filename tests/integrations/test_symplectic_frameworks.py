@@ -14,6 +14,7 @@ import optax
 from flax import nnx
 
 import geometric.nn as gnn
+from tests.integrations.common import mse
 
 NET = gnn.GSympNet(4, n_layers=4)
 STEPS, ANGLE = 20, 0.3
@@ -29,10 +30,6 @@ def data():
 
 def start():
     return NET.init(jax.random.PRNGKey(1))
-
-
-def mse(prediction, target):
-    return jnp.mean((prediction - target) ** 2)
 
 
 def train_plain():
